@@ -1,0 +1,34 @@
+# Two commands do everything on a fresh Debian machine:
+#   make demo   set up, create a local 2-node Slurm cluster, run a job on it
+#   make test   set up, run every test
+# Both are idempotent and fast the second time.
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: setup system demo test bench clean
+
+setup: system $(STAMP)
+
+system:
+	@bash scripts/install-system-deps.sh
+
+# Reinstalled only when the project's metadata or the labextension's sources change.
+$(STAMP): pyproject.toml package.json package-lock.json $(shell find labextension -type f 2>/dev/null)
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+demo: setup
+	bash examples/demo.sh
+
+test: setup
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) bench/cluster_bringup.py
+
+clean:
+	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The main demo: a local 2-node Slurm cluster described by a Vertex AI training-cluster
+# spec, and a 2-node GPU job on it. Run by `make demo`; safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gtc=.venv/bin/gtc
+spec=examples/clusters/local-a3.yaml
+out=artifacts/demo
+mkdir -p "$out"
+
+if $gtc cluster describe demo >/dev/null 2>&1; then
+  echo "== cluster demo exists already"
+else
+  echo "== gtc cluster create -f $spec"
+  $gtc cluster create -f "$spec"
+fi
+
+echo
+echo "== gtc cluster list"
+$gtc cluster list
+
+echo
+echo "== sbatch --wait examples/jobs/hello.sbatch"
+eval "$($gtc cluster env demo)"
+sbatch --wait --output="$out/slurm-%j.out" examples/jobs/hello.sbatch
+echo "== the job's output ($(ls -t "$out"/slurm-*.out | head -1))"
+cat "$(ls -t "$out"/slurm-*.out | head -1)"
+
+echo
+echo "The cluster keeps running. Try:"
+echo "  eval \"\$($gtc cluster env demo)\"; sinfo; squeue"
+echo "  $gtc cluster describe demo"
+echo "  $gtc cluster scale demo --pool a3 --nodes 4"
+echo "  $gtc cluster delete demo"

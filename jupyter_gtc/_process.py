@@ -1,0 +1,83 @@
+"""The only place jupyter_gtc starts processes.
+
+Every command is an argument list, never a shell string, and has a timeout. A failure
+raises ``CommandError`` carrying argv, exit code and stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .exceptions import CommandError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float = 60,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    input: str | None = None,
+) -> Result:
+    """Run ``argv`` to completion. ``env`` entries are added to this process's environment."""
+    argv = [str(a) for a in argv]
+    full_env = {**os.environ, **env} if env else None
+    log.debug("run %s", argv)
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env=full_env, input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as e:
+        stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        raise CommandError(argv, None, stderr, timeout=timeout) from None
+    except FileNotFoundError:
+        raise CommandError(argv, 127, f"{argv[0]}: command not found") from None
+    if check and proc.returncode != 0:
+        raise CommandError(argv, proc.returncode, proc.stderr or proc.stdout)
+    return Result(argv, proc.returncode, proc.stdout, proc.stderr)
+
+
+def start_daemon(argv: Sequence[str], *, log_file: Path, env: Mapping[str, str] | None = None) -> int:
+    """Start a long-running process in its own session, detached from ours; return its PID.
+
+    The daemon outlives this Python process (a cluster outlives the kernel that made it),
+    so it is not a child we wait on: its PID is recorded in the state store instead.
+    """
+    argv = [str(a) for a in argv]
+    full_env = {**os.environ, **env} if env else None
+    log.debug("start %s", argv)
+    with open(log_file, "ab") as out:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            env=full_env, start_new_session=True, close_fds=True,
+        )
+    # Kept so reap_exited() can collect it: a daemon that exits while this process lives
+    # would otherwise stay a zombie and still look alive to a PID check.
+    _reapers.append(proc)
+    return proc.pid
+
+
+_reapers: list[subprocess.Popen] = []
+
+
+def reap_exited() -> None:
+    """Collect daemons started by this process that have exited (avoids zombies)."""
+    for proc in list(_reapers):
+        if proc.poll() is not None:
+            _reapers.remove(proc)

@@ -1,0 +1,24 @@
+"""Backends: where a cluster's Slurm runs. ``local`` is the embedded default; ``slurm``
+(an existing cluster over SSH) and ``vertex`` (Google Cloud) plug into the same contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..exceptions import BackendUnavailable
+from .base import Backend, ClusterStatus, Progress
+
+KNOWN = ("local",)
+
+
+def get_backend(name: str, home: Path) -> Backend:
+    """The backend called ``name``. Backends are imported here, lazily, so a heavy one
+    (the Google Cloud clients) costs nothing until a cluster uses it."""
+    if name == "local":
+        from .local import LocalBackend
+
+        return LocalBackend(home)
+    raise BackendUnavailable(f"backend {name!r} is not available; valid backends: {', '.join(KNOWN)}")
+
+
+__all__ = ["Backend", "ClusterStatus", "Progress", "get_backend", "KNOWN"]

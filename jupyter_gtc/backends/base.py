@@ -1,0 +1,62 @@
+"""The contract every backend implements. Services call these methods and nothing else;
+the record in the state store is owned by the services, the ``runtime`` dict inside it
+by the backend."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..slurm.parse import NodeStatus
+from ..spec.cluster import ClusterSpec
+
+# Progress callbacks receive one short human sentence at a time ("starting slurmd 3/8").
+Progress = Callable[[str], None]
+
+
+def no_progress(message: str) -> None:
+    pass
+
+
+@dataclass
+class ClusterStatus:
+    """What a backend reports about a live cluster."""
+
+    reachable: bool
+    nodes: list[NodeStatus] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)  # e.g. controller address, GPU backing
+    problem: str | None = None
+
+
+class Backend(ABC):
+    name: str
+
+    @abstractmethod
+    def problems(self) -> list[str]:
+        """What stops this backend from working here, each with how to fix it; [] if none."""
+
+    @abstractmethod
+    def check_spec(self, spec: ClusterSpec) -> None:
+        """Raise SpecErrors for what this backend cannot provide (beyond the schema)."""
+
+    @abstractmethod
+    def create(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        """Bring the cluster up. ``runtime`` is filled in as resources are made, and saved by
+        the caller even when this raises, so ``delete`` can always clean up."""
+
+    @abstractmethod
+    def status(self, spec: ClusterSpec, runtime: dict[str, Any]) -> ClusterStatus: ...
+
+    @abstractmethod
+    def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
+        """Environment under which Slurm's own commands (sinfo, sbatch, ...) reach this cluster."""
+
+    @abstractmethod
+    def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        """Resize pools from ``old`` to ``new`` without disturbing jobs on nodes that stay."""
+
+    @abstractmethod
+    def delete(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        """Cancel jobs, stop everything the cluster runs and remove its files. Idempotent."""

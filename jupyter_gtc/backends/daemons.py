@@ -1,0 +1,95 @@
+"""Start and stop the local cluster's daemons, each in a PID namespace of its own.
+
+Each daemon runs as ``unshare --pid --fork --mount-proc tini -- DAEMON``: tini is PID 1 of
+the namespace and reaps the orphans Slurm leaves (slurmstepd double-forks), and killing it
+makes the kernel kill everything else in the namespace. So stopping a node also stops
+every job process it started, with no orphan, which a plain kill of slurmd does not do
+(slurmstepd ignores SIGTERM and outlives it).
+
+We hold the PID of the ``unshare`` process, with its start time so a recycled PID is
+never mistaken for ours, in ``<run_dir>/<label>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import psutil
+
+from .. import _process
+
+WRAPPER = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc", "tini", "--"]
+
+
+def start(label: str, argv: list[str], run_dir: Path, log_file: Path, env: dict[str, str]) -> int:
+    pid = _process.start_daemon([*WRAPPER, *argv], log_file=log_file, env=env)
+    started = psutil.Process(pid).create_time()
+    (run_dir / f"{label}.json").write_text(json.dumps({"pid": pid, "started": started, "argv": argv}))
+    return pid
+
+
+def find(label: str, run_dir: Path) -> psutil.Process | None:
+    """The live wrapper process of ``label``, or None."""
+    _process.reap_exited()
+    try:
+        info = json.loads((run_dir / f"{label}.json").read_text())
+        proc = psutil.Process(info["pid"])
+        if abs(proc.create_time() - info["started"]) > 0.01 or proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        return None
+
+
+def labels(run_dir: Path) -> list[str]:
+    return sorted(p.stem for p in run_dir.glob("*.json")) if run_dir.is_dir() else []
+
+
+def stop(label: str, run_dir: Path, grace: float = 0.0) -> None:
+    """Stop ``label`` and everything in its namespace. With ``grace``, the daemon first gets
+    SIGTERM and that many seconds to exit cleanly (slurmctld saves its state then)."""
+    wrapper = find(label, run_dir)
+    if wrapper is not None:
+        init = _namespace_init(wrapper)
+        if grace > 0 and init is not None:
+            _signal(init, signal.SIGTERM)  # tini passes it on to the daemon
+            _wait_gone(wrapper, grace)
+        if _alive(wrapper):
+            for proc in (init, wrapper):
+                if proc is not None:
+                    _signal(proc, signal.SIGKILL)
+            _wait_gone(wrapper, 10)
+    (run_dir / f"{label}.json").unlink(missing_ok=True)
+    _process.reap_exited()
+
+
+def _namespace_init(wrapper: psutil.Process) -> psutil.Process | None:
+    try:
+        children = wrapper.children()
+    except psutil.Error:
+        return None
+    return children[0] if children else None
+
+
+def _signal(proc: psutil.Process, sig: int) -> None:
+    try:
+        proc.send_signal(sig)
+    except psutil.Error:
+        pass
+
+
+def _alive(proc: psutil.Process) -> bool:
+    _process.reap_exited()
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _wait_gone(proc: psutil.Process, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _alive(proc) and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -1,0 +1,359 @@
+"""The local backend: a real Slurm cluster on this machine.
+
+One munged, one slurmctld and one slurmd per node, all under ``<GTC_HOME>/clusters/<name>/``:
+
+    etc/        slurm.conf, gres.conf, prolog/epilog chains and the spec's scripts
+    munge/      the cluster's key and socket (munged's folder must be mode 0711)
+    run/        our PID files (see daemons.py)      state/  slurmctld's saved state
+    spool/<n>/  each slurmd's spool                 log/    every daemon's log
+    gpus/<n>/   nvidia0.. -> /dev/null, so GRES works where there is no GPU
+
+Nodes declare the machine type's sizes (``SlurmdParameters=config_overrides``), scaled by
+the spec's ``local.resource_scale``. All daemons of all local clusters run as root.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import BackendUnavailable, ClusterBusy, ClusterStartError, CommandError, SpecError, SpecErrors
+from ..slurm.commands import SlurmCommands
+from ..slurm.render import (
+    UNSAFE_IN_CONF, NodeDecl, PartitionDecl, SlurmLayout, render_gres_conf, render_script_chain, render_slurm_conf,
+)
+from ..spec.cluster import ClusterSpec, NodePool
+from . import daemons
+from .base import Backend, ClusterStatus, Progress
+
+# Program -> Debian package that provides it.
+REQUIRED_PROGRAMS = {
+    "munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "scontrol": "slurm-client",
+    "sbatch": "slurm-client", "srun": "slurm-client", "unshare": "util-linux", "tini": "tini",
+}
+MAX_NODES = 64
+READY_TIMEOUT = 60.0
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self, home: Path):
+        self.home = Path(home)
+
+    # -- checks ---------------------------------------------------------------------
+
+    def problems(self) -> list[str]:
+        found = []
+        missing = sorted({pkg for prog, pkg in REQUIRED_PROGRAMS.items() if shutil.which(prog) is None})
+        if missing:
+            found.append(f"programs missing; install them with: apt-get install -y {' '.join(missing)}")
+        if os.geteuid() != 0:
+            found.append("the local backend must run as root: it starts Slurm's daemons as root, each node "
+                         "in its own PID namespace; run as root, or use an existing cluster (slurm backend)")
+        bad = sorted(set(str(self.home)) & UNSAFE_IN_CONF)
+        if bad:
+            found.append(f"GTC_HOME {str(self.home)!r} contains {''.join(bad)!r}, which Slurm's config files "
+                         "cannot hold; set GTC_HOME to a path without spaces, quotes, '#' or '='")
+        return found
+
+    def check_spec(self, spec: ClusterSpec) -> None:
+        total = sum(p.node_count for p in spec.compute_pools())
+        if total > MAX_NODES:
+            raise SpecErrors([SpecError("node_pools[].scaling_spec.min_node_count", total,
+                                        f"the local backend runs at most {MAX_NODES} nodes in all")])
+        if spec.local.network != "host":
+            raise SpecErrors([SpecError("local.network", spec.local.network, "valid: host")])
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def create(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        problems = self.problems()
+        if problems:
+            raise BackendUnavailable("; ".join(problems))
+        root = self.home / "clusters" / spec.name
+        runtime["dir"] = str(root)
+        if root.exists():
+            self._remove(root)  # left by a create that died before it was recorded
+        for sub in ("etc", "run", "state", "log", "spool", "gpus"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        runtime["hostname"] = socket.gethostname().split(".")[0]
+        runtime["controller_port"] = _free_ports(1)[0]
+        runtime["node_ports"] = {}
+        _write_munge_key(root)
+        self._apply(spec, runtime, progress, restart_controller=False)
+
+    def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        removed = sorted(set(_node_names(old)) - set(_node_names(new)))
+        if removed:
+            busy = self._commands(runtime).job_ids(removed)
+            if busy:
+                raise ClusterBusy(
+                    f"nodes {', '.join(removed)} would be removed but run job(s) {', '.join(busy)}; "
+                    "cancel them (or wait for them) and scale again")
+        try:
+            self._apply(new, runtime, progress, restart_controller=True)
+        except Exception:
+            progress("scaling failed; restoring the previous size")
+            self._apply(old, runtime, progress, restart_controller=True)
+            raise
+
+    def delete(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        root = Path(runtime.get("dir") or self.home / "clusters" / spec.name)
+        run = root / "run"
+        if daemons.find("slurmctld", run):
+            progress("cancelling jobs")
+            self._cancel_all(runtime)
+        for label in daemons.labels(run):
+            if label.startswith("slurmd-"):
+                daemons.stop(label, run)
+        progress("stopping slurmctld and munged")
+        daemons.stop("slurmctld", run)
+        daemons.stop("munged", run, grace=2)
+        self._remove(root)
+
+    def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
+        return {"SLURM_CONF": str(Path(runtime["dir"]) / "etc" / "slurm.conf")}
+
+    def status(self, spec: ClusterSpec, runtime: dict[str, Any]) -> ClusterStatus:
+        run = Path(runtime["dir"]) / "run"
+        details = {"controller": f"{runtime.get('hostname')}:{runtime.get('controller_port')}",
+                   "slurm_conf": str(Path(runtime["dir"]) / "etc" / "slurm.conf"),
+                   "gpu_backing": runtime.get("gpu_backing", "none")}
+        if daemons.find("slurmctld", run) is None:
+            return ClusterStatus(False, details=details, problem=(
+                "slurmctld is not running (local clusters stop when the machine restarts); "
+                f"delete the cluster with `gtc cluster delete {spec.name}` and create it again"))
+        try:
+            nodes = self._commands(runtime).nodes()
+        except CommandError as e:
+            return ClusterStatus(False, details=details, problem=str(e))
+        return ClusterStatus(True, nodes=nodes, details=details)
+
+    # -- internals ------------------------------------------------------------------
+
+    def _apply(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress, restart_controller: bool) -> None:
+        """Make the running daemons match ``spec``: write the config, stop nodes that are not
+        in it, (re)start slurmctld, start nodes that are missing, wait until all are ready."""
+        root = Path(runtime["dir"])
+        run, env = root / "run", {"SLURM_CONF": str(root / "etc" / "slurm.conf")}
+        wanted = _node_names(spec)
+        ports = runtime["node_ports"]
+        for name in list(ports):
+            if name not in wanted:
+                del ports[name]
+        new_ports = iter(_free_ports(len([n for n in wanted if n not in ports])))
+        for name in wanted:
+            if name not in ports:
+                ports[name] = next(new_ports)
+        self._write_config(spec, runtime)
+
+        if daemons.find("munged", run) is None:
+            progress("starting munged")
+            self._start_munged(root)
+        running = {label.removeprefix("slurmd-") for label in daemons.labels(run)
+                   if label.startswith("slurmd-") and daemons.find(label, run)}
+        if restart_controller:
+            progress("restarting slurmctld with the new node list")
+            daemons.stop("slurmctld", run, grace=15)
+        for name in sorted(running - set(wanted)):
+            progress(f"stopping node {name}")
+            daemons.stop(f"slurmd-{name}", run)
+            shutil.rmtree(root / "spool" / name, ignore_errors=True)
+            shutil.rmtree(root / "gpus" / name, ignore_errors=True)
+        if daemons.find("slurmctld", run) is None:
+            progress("starting slurmctld")
+            daemons.start("slurmctld", ["slurmctld", "-D", "-i"], run, root / "log" / "slurmctld.out", env)
+        to_start = [n for n in wanted if n not in running]
+        for i, name in enumerate(to_start, 1):
+            progress(f"starting slurmd {i}/{len(to_start)}: {name}")
+            (root / "spool" / name).mkdir(parents=True, exist_ok=True)
+            daemons.start(f"slurmd-{name}", ["slurmd", "-D", "-N", name], run, root / "log" / f"slurmd-{name}.out", env)
+        if running & set(wanted) and restart_controller:
+            # Nodes that stayed up re-read slurm.conf and learn the new node list.
+            self._wait_controller(runtime)
+            self._commands(runtime).reconfigure()
+        self._wait_ready(spec, runtime, progress)
+
+    def _write_config(self, spec: ClusterSpec, runtime: dict[str, Any]) -> None:
+        root = Path(runtime["dir"])
+        nodes = []
+        for pool in spec.compute_pools():
+            for name in pool.node_names():
+                nodes.append(self._node_decl(pool, name, spec, runtime))
+        partitions = tuple(
+            PartitionDecl(part.id, tuple(n for pid in part.node_pool_ids for n in spec.pool(pid).node_names()),
+                          default=(i == 0))
+            for i, part in enumerate(spec.slurm.partitions))
+        etc = root / "etc"
+        has_prolog = _write_chain(etc, "prolog", spec.slurm.prolog_bash_scripts)
+        has_epilog = _write_chain(etc, "epilog", spec.slurm.epilog_bash_scripts)
+        layout = SlurmLayout(
+            cluster_name=spec.name, root=root, controller_host=runtime["hostname"],
+            controller_addr="127.0.0.1", controller_port=runtime["controller_port"],
+            munge_socket=root / "munge" / "run" / "munge.socket", nodes=tuple(nodes),
+            partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog)
+        _atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
+        _atomic_write(etc / "gres.conf", render_gres_conf(layout))
+
+    def _node_decl(self, pool: NodePool, name: str, spec: ClusterSpec, runtime: dict[str, Any]) -> NodeDecl:
+        machine, scale = pool.machine, spec.local.resource_scale
+        gpu_files: tuple[str, ...] = ()
+        if machine.gpu_count:
+            real = sorted(glob.glob("/dev/nvidia[0-9]*"), key=lambda p: int(p.removeprefix("/dev/nvidia")))
+            if len(real) >= machine.gpu_count:
+                gpu_files = tuple(real[: machine.gpu_count])
+                runtime["gpu_backing"] = "real"
+            else:
+                folder = Path(runtime["dir"]) / "gpus" / name
+                folder.mkdir(parents=True, exist_ok=True)
+                for i in range(machine.gpu_count):
+                    link = folder / f"nvidia{i}"
+                    if not link.is_symlink():
+                        link.symlink_to("/dev/null")
+                gpu_files = tuple(str(folder / f"nvidia{i}") for i in range(machine.gpu_count))
+                runtime["gpu_backing"] = "emulated (/dev/null)"
+        return NodeDecl(
+            name=name, addr="127.0.0.1", hostname=runtime["hostname"], port=runtime["node_ports"][name],
+            cpus=max(1, round(machine.vcpus * scale)), memory_mb=max(1024, int(machine.memory_gb * 1024 * scale)),
+            gpus=machine.gpu_count, gpu_type=machine.gpu_model, gpu_files=gpu_files)
+
+    def _start_munged(self, root: Path) -> None:
+        munge = root / "munge"
+        sock_dir = munge / "run"
+        sock_dir.mkdir(parents=True, exist_ok=True)
+        sock_dir.chmod(0o711)  # 0700 makes clients fail with "Socket is inaccessible"
+        daemons.start("munged", [
+            "munged", "--foreground", f"--socket={sock_dir / 'munge.socket'}",
+            f"--key-file={munge / 'munge.key'}", f"--seed-file={munge / 'seed'}",
+            f"--pid-file={root / 'run' / 'munged.internal-pid'}", f"--log-file={root / 'log' / 'munged.log'}",
+        ], root / "run", root / "log" / "munged.out", {})
+        _wait_for(lambda: (sock_dir / "munge.socket").exists(), 10,
+                  lambda: ClusterStartError("munged did not start: " + _tail(root / "log" / "munged.out")))
+
+    def _wait_controller(self, runtime: dict[str, Any]) -> None:
+        root = Path(runtime["dir"])
+        commands = self._commands(runtime)
+
+        def up() -> bool:
+            if daemons.find("slurmctld", root / "run") is None:
+                raise ClusterStartError("slurmctld exited:\n" + _tail(root / "log" / "slurmctld.log")
+                                        + _tail(root / "log" / "slurmctld.out"))
+            return commands.ping()
+
+        _wait_for(up, READY_TIMEOUT, lambda: ClusterStartError(
+            "slurmctld did not answer within 60 s:\n" + _tail(root / "log" / "slurmctld.log")))
+
+    def _wait_ready(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        self._wait_controller(runtime)
+        commands, wanted = self._commands(runtime), set(_node_names(spec))
+        progress(f"waiting for {len(wanted)} node(s) to be idle")
+        last: list = []
+
+        def ready() -> bool:
+            nonlocal last
+            last = [n for n in commands.nodes() if n.name in wanted]
+            return len(last) == len(wanted) and all(n.ready for n in last)
+
+        def not_ready() -> ClusterStartError:
+            root = Path(runtime["dir"])
+            bad = [n for n in last if not n.ready] or [n for n in wanted if n not in {x.name for x in last}]
+            lines = []
+            for n in bad[:3]:
+                name = getattr(n, "name", n)
+                state = f"{n.display_state} ({n.reason})" if hasattr(n, "state") else "missing"
+                lines.append(f"{name}: {state}\n{_tail(root / 'log' / f'slurmd-{name}.log')}")
+            return ClusterStartError(f"nodes not ready after {READY_TIMEOUT:.0f} s:\n" + "\n".join(lines))
+
+        _wait_for(ready, READY_TIMEOUT, not_ready)
+
+    def _cancel_all(self, runtime: dict[str, Any]) -> None:
+        commands = self._commands(runtime)
+        try:
+            commands.cancel(commands.job_ids())
+            _wait_for(lambda: not commands.job_ids(), 5, lambda: TimeoutError())
+        except (CommandError, TimeoutError):
+            pass  # the namespaces die with their nodes anyway; cancelling first is the polite part
+
+    def _commands(self, runtime: dict[str, Any]) -> SlurmCommands:
+        return SlurmCommands(self.client_env(runtime))
+
+    def _remove(self, root: Path) -> None:
+        run = root / "run"
+        for label in daemons.labels(run):
+            daemons.stop(label, run)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _node_names(spec: ClusterSpec) -> list[str]:
+    return [n for pool in spec.compute_pools() for n in pool.node_names()]
+
+
+def _write_chain(etc: Path, kind: str, scripts: list[str]) -> bool:
+    """Write the spec's prolog (or epilog) scripts and the chain that runs them; False if none."""
+    folder = etc / f"{kind}.d"
+    shutil.rmtree(folder, ignore_errors=True)
+    if not scripts:
+        (etc / f"{kind}.sh").unlink(missing_ok=True)
+        return False
+    folder.mkdir(parents=True)
+    paths = []
+    for i, body in enumerate(scripts):
+        path = folder / f"{i:02d}.sh"
+        path.write_text(body if body.startswith("#!") else "#!/bin/bash\n" + body)
+        path.chmod(0o755)
+        paths.append(path)
+    chain = etc / f"{kind}.sh"
+    chain.write_text(render_script_chain(paths))
+    chain.chmod(0o755)
+    return True
+
+
+def _write_munge_key(root: Path) -> None:
+    key = root / "munge" / "munge.key"
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.parent.chmod(0o711)
+    key.write_bytes(os.urandom(128))
+    key.chmod(0o400)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free right now (held open together so none repeats)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("0.0.0.0", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _wait_for(check, timeout: float, error) -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while not check():
+        if time.monotonic() > deadline:
+            raise error()
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) + "\n"
+    except OSError:
+        return f"({path.name} not written)\n"

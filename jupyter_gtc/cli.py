@@ -1,0 +1,186 @@
+"""``gtc``: the command-line front end. Parses arguments, calls ``api``, prints.
+
+Every verb calls the ``api`` function of the same name; errors print one message and
+exit with status 1 (2 for usage errors, as argparse does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from . import api
+from .exceptions import GtcError
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not hasattr(args, "func"):
+        _parser().print_help()
+        return 2
+    try:
+        args.func(args)
+    except GtcError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gtc", description="Slurm training clusters, locally or on Google Cloud.")
+    verbs = p.add_subparsers(title="commands", metavar="COMMAND")
+
+    cluster = verbs.add_parser("cluster", help="create, inspect, scale and delete clusters")
+    cv = cluster.add_subparsers(title="cluster commands", metavar="VERB")
+
+    create = cv.add_parser("create", help="create a cluster from a training-cluster spec (JSON or YAML)")
+    create.add_argument("-f", "--file", required=True, help="spec file, e.g. examples/clusters/local-a3.yaml")
+    create.add_argument("--backend", default="local", help="where the cluster runs (default: local)")
+    create.add_argument("--json", action="store_true", help="print the cluster as JSON")
+    create.set_defaults(func=_create)
+
+    lst = cv.add_parser("list", help="all clusters: name, backend, state, nodes, GPUs, age")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=_list)
+
+    describe = cv.add_parser("describe", help="pools, partitions and nodes with state and reason")
+    describe.add_argument("name")
+    describe.add_argument("--json", action="store_true")
+    describe.set_defaults(func=_describe)
+
+    scale = cv.add_parser("scale", help="resize a node pool; jobs on nodes that stay keep running")
+    scale.add_argument("name")
+    scale.add_argument("--pool", required=True)
+    scale.add_argument("--nodes", required=True, type=int)
+    scale.set_defaults(func=_scale)
+
+    env = cv.add_parser("env", help="print `export` lines so sinfo/squeue/sbatch use this cluster")
+    env.add_argument("name")
+    env.set_defaults(func=_env)
+
+    delete = cv.add_parser("delete", help="cancel jobs, stop every process, remove the cluster's files")
+    delete.add_argument("name")
+    delete.set_defaults(func=_delete)
+
+    doctor = verbs.add_parser("doctor", help="what is installed or missing, and how to fix it")
+    doctor.set_defaults(func=_doctor)
+    return p
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _progress(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def _create(args) -> None:
+    started = time.monotonic()
+    cluster = api.create_cluster(api.load_cluster_spec(args.file), backend=args.backend, progress=_progress)
+    if args.json:
+        print(json.dumps(cluster.to_json(), indent=2))
+        return
+    print(f"cluster {cluster.name} is up ({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    _print_nodes(cluster)
+
+
+def _list(args) -> None:
+    clusters = api.list_clusters()
+    if args.json:
+        print(json.dumps([c.to_json() for c in clusters], indent=2))
+        return
+    from rich.table import Table
+
+    table = Table("NAME", "BACKEND", "STATE", "NODES", "GPUS", "AGE", box=None)
+    for c in clusters:
+        state = c.state if not c.status or c.status.reachable else "UNREACHABLE"
+        ready = sum(n.ready for n in c.nodes)
+        table.add_row(c.name, c.backend, state, f"{ready}/{c.node_count}", str(c.gpu_count), _age(c.created_at))
+    _console().print(table)
+
+
+def _describe(args) -> None:
+    cluster = api.get_cluster(args.name)
+    if args.json:
+        print(json.dumps(cluster.to_json(), indent=2))
+        return
+    out = _console()
+    spec = cluster.spec
+    out.print(f"[bold]{cluster.name}[/bold]  backend={cluster.backend}  state={cluster.state}  "
+              f"age={_age(cluster.created_at)}")
+    if cluster.status:
+        for key, value in cluster.status.details.items():
+            out.print(f"  {key}: {value}")
+        if cluster.status.problem:
+            out.print(f"  [red]problem:[/red] {cluster.status.problem}")
+    from rich.table import Table
+
+    pools = Table("POOL", "MACHINE TYPE", "GPUS/NODE", "NODES", "ROLE", box=None, title="node pools", title_justify="left")
+    for pool in spec.node_pools:
+        role = "login" if pool.id == spec.slurm.login_node_pool_id else "compute"
+        gpus = f"{pool.machine.gpu_count} x {pool.machine.gpu_model}" if pool.machine.gpu_count else "-"
+        pools.add_row(pool.id, pool.machine_spec.machine_type, gpus, str(pool.node_count), role)
+    out.print(pools)
+    parts = Table("PARTITION", "POOLS", box=None, title="partitions", title_justify="left")
+    for part in spec.slurm.partitions:
+        parts.add_row(part.id, ", ".join(part.node_pool_ids))
+    out.print(parts)
+    _print_nodes(cluster)
+
+
+def _print_nodes(cluster: api.Cluster) -> None:
+    from rich.table import Table
+
+    table = Table("NODE", "STATE", "CPUS", "MEMORY", "GPUS", "PARTITIONS", "REASON", box=None,
+                  title="nodes", title_justify="left")
+    for n in cluster.nodes:
+        table.add_row(n.name, n.display_state, f"{n.cpus_allocated}/{n.cpus}",
+                      f"{n.memory_allocated_mb // 1024}/{n.memory_mb // 1024} GB",
+                      f"{n.gpus_allocated}/{n.gpus}", ",".join(n.partitions), n.reason or "")
+    _console().print(table)
+
+
+def _scale(args) -> None:
+    cluster = api.scale_cluster(args.name, args.pool, args.nodes, progress=_progress)
+    print(f"pool {args.pool} of {cluster.name} now has {args.nodes} node(s)", file=sys.stderr)
+    _print_nodes(cluster)
+
+
+def _env(args) -> None:
+    import shlex
+
+    for key, value in api.cluster_env(args.name).items():
+        print(f"export {key}={shlex.quote(value)}")
+
+
+def _delete(args) -> None:
+    api.delete_cluster(args.name, progress=_progress)
+    print(f"cluster {args.name} deleted")
+
+
+def _doctor(args) -> None:
+    rows = api.doctor()
+    for check, ok, detail in rows:
+        print(f"{'ok     ' if ok else 'MISSING'}  {check}: {detail}")
+    if not all(ok for _, ok, _ in rows):
+        raise GtcError("some checks failed; see the fixes above (or run `make demo` as root, which installs them)")
+
+
+def _age(created_at: float) -> str:
+    seconds = max(0, int(time.time() - created_at))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Every error jupyter_gtc raises, each carrying the data a front end needs to explain it.
+
+Front ends translate these: a magic raises ``UsageError``, a REST route answers 4xx with
+``{kind, message}``, the CLI prints one line and exits non-zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class GtcError(Exception):
+    """Base of all jupyter_gtc errors. ``kind`` names the class for JSON answers."""
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+
+class SpecError(GtcError):
+    """A spec field holds a value that is not valid; nothing was started or stored."""
+
+    def __init__(self, field: str, value: object, expected: str):
+        self.field = field
+        self.value = value
+        self.expected = expected
+        super().__init__(f"{field}: {value!r} is not valid; {expected}")
+
+
+class SpecErrors(GtcError):
+    """Several spec fields are invalid at once; ``errors`` lists each one."""
+
+    def __init__(self, errors: Sequence[SpecError]):
+        self.errors = list(errors)
+        lines = "\n".join(f"  - {e}" for e in self.errors)
+        super().__init__(f"{len(self.errors)} problem(s) in the cluster spec:\n{lines}")
+
+
+class CommandError(GtcError):
+    """An external command failed or timed out."""
+
+    def __init__(self, argv: Sequence[str], returncode: int | None, stderr: str, timeout: float | None = None):
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+        self.timeout = timeout
+        if returncode is None:
+            what = f"timed out after {timeout:g}s"
+        else:
+            what = f"exited with code {returncode}"
+        detail = stderr.strip().splitlines()[-1] if stderr.strip() else "no error output"
+        super().__init__(f"{self.argv[0]} {what}: {detail}")
+
+
+class ClusterNotFound(GtcError):
+    def __init__(self, name: str, known: Sequence[str] = ()):
+        self.name = name
+        hint = f"known clusters: {', '.join(known)}" if known else "no clusters exist yet; create one with `gtc cluster create -f SPEC`"
+        super().__init__(f"no cluster named {name!r}; {hint}")
+
+
+class ClusterExists(GtcError):
+    def __init__(self, name: str):
+        self.name = name
+        super().__init__(f"a cluster named {name!r} already exists; delete it first or choose another display_name")
+
+
+class ClusterBusy(GtcError):
+    """An action would disturb running jobs, so it was refused."""
+
+
+class BackendUnavailable(GtcError):
+    """The backend cannot run here (missing programs, permissions); the message says how to fix it."""
+
+
+class ClusterStartError(GtcError):
+    """A cluster's daemons did not come up; the message carries the relevant log lines."""

@@ -1,0 +1,125 @@
+"""Parse the output of Slurm's commands. Pure functions on text, tested on captured output.
+
+We read ``scontrol -o show node``: one line of ``Key=Value`` pairs per node, a format
+that has stayed stable across Slurm releases (unlike the ``--json`` layouts).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# A key starts a new pair only after whitespace; values such as Reason= contain spaces.
+_KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=")
+# Fields whose value runs to the end of the line (free text that may hold '=' and spaces).
+_TRAILING_TEXT_KEYS = ("Reason",)
+
+
+def parse_key_values(line: str) -> dict[str, str]:
+    """``NodeName=n1 State=IDLE Reason=disk full [root@t]`` -> a dict of strings."""
+    line = line.strip()
+    tail: dict[str, str] = {}
+    for key in _TRAILING_TEXT_KEYS:
+        m = re.search(rf"(?:^|\s){key}=", line)
+        if m:
+            tail[key] = line[m.end():]
+            line = line[: m.start()]
+    matches = list(_KEY.finditer(line))
+    out: dict[str, str] = {}
+    for m, nxt in zip(matches, matches[1:] + [None]):
+        end = nxt.start() if nxt else len(line)
+        out[m.group(1)] = line[m.end():end].strip()
+    out.update(tail)
+    return out
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """A node as Slurm sees it."""
+
+    name: str
+    state: str                 # base state: IDLE, MIXED, ALLOCATED, DOWN, UNKNOWN, ...
+    flags: tuple[str, ...]     # DRAIN, NOT_RESPONDING, ...
+    reason: str | None
+    partitions: tuple[str, ...]
+    cpus: int
+    cpus_allocated: int
+    memory_mb: int
+    memory_allocated_mb: int
+    gpus: int
+    gpus_allocated: int
+    address: str = ""
+    extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def ready(self) -> bool:
+        """Up and able to take jobs (running some already is fine)."""
+        return self.state in {"IDLE", "MIXED", "ALLOCATED", "COMPLETING"} and not (
+            {"DRAIN", "NOT_RESPONDING", "POWERED_DOWN", "FAIL"} & set(self.flags))
+
+    @property
+    def display_state(self) -> str:
+        return "+".join((self.state, *self.flags)).lower()
+
+
+def parse_scontrol_nodes(text: str) -> list[NodeStatus]:
+    """Parse ``scontrol -o show node``."""
+    nodes = []
+    for line in text.splitlines():
+        if not line.startswith("NodeName="):
+            continue
+        kv = parse_key_values(line)
+        state, *flags = kv.get("State", "UNKNOWN").split("+")
+        nodes.append(NodeStatus(
+            name=kv["NodeName"],
+            state=state.rstrip("*"),
+            flags=tuple(flags),
+            reason=_none(kv.get("Reason")),
+            partitions=tuple(p for p in kv.get("Partitions", "").split(",") if p),
+            cpus=_int(kv.get("CPUTot")),
+            cpus_allocated=_int(kv.get("CPUAlloc")),
+            memory_mb=_int(kv.get("RealMemory")),
+            memory_allocated_mb=_int(kv.get("AllocMem")),
+            gpus=parse_gres_gpus(kv.get("Gres", "")),
+            gpus_allocated=parse_gres_gpus(kv.get("GresUsed", "")),
+            address=kv.get("NodeAddr", ""),
+            extra=kv,
+        ))
+    return nodes
+
+
+def parse_gres_gpus(text: str) -> int:
+    """GPUs in a GRES list: ``gpu:h100:8(S:0),gpu:l4:1`` -> 9; ``gpu:h100:3(IDX:0-2)`` -> 3."""
+    total = 0
+    for item in re.split(r",(?![^(]*\))", text):
+        fields = item.split("(", 1)[0].split(":")
+        if fields[0] == "gpu" and len(fields) >= 2 and fields[-1].isdigit():
+            total += int(fields[-1])
+    return total
+
+
+def parse_tres(text: str) -> dict[str, int]:
+    """``cpu=4,mem=8G,gres/gpu=2`` -> {"cpu": 4, "mem": 8192, "gres/gpu": 2} (mem in MB)."""
+    out: dict[str, int] = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        out[key] = _megabytes(value) if key == "mem" else _int(value)
+    return out
+
+
+def _megabytes(value: str) -> int:
+    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+    if value and value[-1] in units:
+        return int(float(value[:-1]) * units[value[-1]])
+    return _int(value)
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value) if value not in (None, "", "N/A") else 0
+    except ValueError:
+        return 0
+
+
+def _none(value: str | None) -> str | None:
+    return None if value in (None, "", "(null)", "none", "None") else value

@@ -1,0 +1,138 @@
+"""Render slurm.conf, gres.conf and the prolog/epilog wrappers for a cluster. Pure functions:
+a ``SlurmLayout`` in, text out, so they are tested without any daemon."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Slurm's config parser splits on whitespace and treats '#' as a comment; paths we write
+# into slurm.conf must not contain either (checked where the cluster directory is chosen).
+UNSAFE_IN_CONF = set(" \t\n#\"'=")
+
+
+@dataclass(frozen=True)
+class NodeDecl:
+    """One Slurm node as slurm.conf declares it."""
+
+    name: str
+    addr: str
+    hostname: str
+    port: int
+    cpus: int
+    memory_mb: int
+    gpus: int = 0
+    gpu_type: str | None = None
+    gpu_files: tuple[str, ...] = ()  # one device path per GPU
+
+
+@dataclass(frozen=True)
+class PartitionDecl:
+    name: str
+    nodes: tuple[str, ...]
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class SlurmLayout:
+    """Everything slurm.conf needs to know about one cluster."""
+
+    cluster_name: str
+    root: Path  # the cluster's directory; every file of the cluster lives under it
+    controller_host: str
+    controller_addr: str
+    controller_port: int
+    munge_socket: Path
+    nodes: tuple[NodeDecl, ...]
+    partitions: tuple[PartitionDecl, ...]
+    has_prolog: bool = False
+    has_epilog: bool = False
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def etc(self) -> Path:
+        return self.root / "etc"
+
+
+def render_slurm_conf(layout: SlurmLayout) -> str:
+    r = layout.root
+    lines = [
+        "# Written by jupyter_gtc; changes here are overwritten when the cluster is scaled.",
+        f"ClusterName={layout.cluster_name}",
+        f"SlurmctldHost={layout.controller_host}({layout.controller_addr})",
+        f"SlurmctldPort={layout.controller_port}",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        # A short credential lifetime lets a requeued job start again in seconds, not minutes.
+        f"AuthInfo=socket={layout.munge_socket},cred_expire=10",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        f"StateSaveLocation={r}/state",
+        f"SlurmdSpoolDir={r}/spool/%n",
+        f"SlurmctldPidFile={r}/run/slurmctld.pid",
+        f"SlurmdPidFile={r}/run/slurmd-%n.pid",
+        f"SlurmctldLogFile={r}/log/slurmctld.log",
+        f"SlurmdLogFile={r}/log/slurmd-%n.log",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        # linuxproc finds a job's processes through /proc; each node's daemons run in their
+        # own PID namespace with its own /proc, so one kill ends a node and all its jobs.
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory",
+        # Without a default, each job would take all of a node's memory and jobs would
+        # run one at a time.
+        "DefMemPerCPU=1024",
+        # Nodes declare the sizes of the machine type they stand for, not of this machine.
+        "SlurmdParameters=config_overrides",
+        "ReturnToService=2",
+        "MailProg=/bin/true",
+        "SlurmdTimeout=30",
+        "SchedulerParameters=bf_interval=1",
+        "JobCompType=jobcomp/filetxt",
+        f"JobCompLoc={r}/log/jobcomp.txt",
+        "GresTypes=gpu",
+        "MpiDefault=none",
+    ]
+    if layout.has_prolog:
+        lines.append(f"Prolog={layout.etc}/prolog.sh")
+    if layout.has_epilog:
+        lines.append(f"Epilog={layout.etc}/epilog.sh")
+    lines += [f"{k}={v}" for k, v in sorted(layout.extra.items())]
+    lines.append("")
+    for n in layout.nodes:
+        gres = f" Gres=gpu:{n.gpu_type}:{n.gpus}" if n.gpus and n.gpu_type else (f" Gres=gpu:{n.gpus}" if n.gpus else "")
+        lines.append(
+            f"NodeName={n.name} NodeHostname={n.hostname} NodeAddr={n.addr} Port={n.port} "
+            f"CPUs={n.cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket={n.cpus} ThreadsPerCore=1 "
+            f"RealMemory={n.memory_mb}{gres} State=UNKNOWN"
+        )
+    lines.append("")
+    for p in layout.partitions:
+        nodes = ",".join(p.nodes)
+        default = "YES" if p.default else "NO"
+        lines.append(f"PartitionName={p.name} Nodes={nodes} Default={default} MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def render_gres_conf(layout: SlurmLayout) -> str:
+    lines = ["# Written by jupyter_gtc.", "AutoDetect=off"]
+    for n in layout.nodes:
+        if not n.gpus:
+            continue
+        type_part = f" Type={n.gpu_type}" if n.gpu_type else ""
+        for path in n.gpu_files:
+            lines.append(f"NodeName={n.name} Name=gpu{type_part} File={path}")
+    return "\n".join(lines) + "\n"
+
+
+def render_script_chain(scripts: list[Path]) -> str:
+    """A prolog/epilog that runs each of the spec's scripts in order and fails on the first
+    failure, which is what Slurm does with a node whose prolog fails (drains it)."""
+    body = "\n".join(f"{_sh_quote(str(s))} || exit $?" for s in scripts)
+    return f"#!/bin/bash\n# Written by jupyter_gtc: runs the cluster spec's scripts in order.\n{body}\nexit 0\n"
+
+
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"

@@ -1,0 +1,332 @@
+"""The cluster spec: the JSON (or YAML) of a Vertex AI training cluster
+(``ModelDevelopmentCluster``), in camelCase or snake_case, plus an optional ``local``
+block for options only the local backend understands.
+
+``parse_cluster_spec`` is the single entry point: it validates everything (field types,
+unknown fields, machine types, references between pools and partitions) and raises
+``SpecErrors`` naming each bad field, its value and what would be valid. A spec that
+parses is safe to provision from.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from ..exceptions import SpecError, SpecErrors
+from . import machines
+
+# Vertex: lowercase letters, digits and hyphens, starting with a letter, at most 10 chars.
+DISPLAY_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,9}$")
+# Pool and partition ids become Slurm node and partition names (and file names).
+ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+ID_RULE = "use lowercase letters, digits and hyphens, starting with a letter, at most 31 characters"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
+    )
+
+
+class ProvisioningModel(str, Enum):
+    ON_DEMAND = "ON_DEMAND"
+    SPOT = "SPOT"
+    RESERVATION = "RESERVATION"
+    FLEX_START = "FLEX_START"
+
+
+class MachineSpec(_Model):
+    machine_type: str
+    accelerator_type: str | None = None
+    accelerator_count: int | None = Field(default=None, ge=0)
+    reservation_affinity: dict[str, Any] | None = None
+
+
+class ScalingSpec(_Model):
+    min_node_count: int = Field(ge=1, le=1000)
+    max_node_count: int = Field(ge=1, le=1000)
+
+
+class BootDisk(_Model):
+    boot_disk_type: str = "pd-ssd"
+    boot_disk_size_gb: int = Field(default=200, ge=10)
+
+
+class Filestore(_Model):
+    filestore: str
+    mount_path: str | None = None
+
+
+class Lustre(_Model):
+    lustre: str
+    mount_path: str | None = None
+
+
+class NodePool(_Model):
+    id: str
+    machine_spec: MachineSpec
+    scaling_spec: ScalingSpec
+    provisioning_model: ProvisioningModel = ProvisioningModel.ON_DEMAND
+    zone: str | None = None
+    enable_public_ips: bool | None = None
+    boot_disk: BootDisk | None = None
+    startup_script: str | None = None
+    filestores: list[Filestore] = []
+    lustres: list[Lustre] = []
+
+    @property
+    def node_count(self) -> int:
+        return self.scaling_spec.min_node_count
+
+    @property
+    def machine(self) -> machines.MachineType:
+        return machines.MACHINE_TYPES[self.machine_spec.machine_type]
+
+    def node_names(self) -> list[str]:
+        return [f"{self.id}-{i}" for i in range(self.node_count)]
+
+
+class Partition(_Model):
+    id: str
+    node_pool_ids: list[str] = Field(min_length=1)
+
+
+class SlurmSpec(_Model):
+    partitions: list[Partition] = Field(min_length=1)
+    login_node_pool_id: str | None = None
+    home_directory_storage: str | None = None
+    prolog_bash_scripts: list[str] = []
+    epilog_bash_scripts: list[str] = []
+    accounting: dict[str, Any] | None = None
+    scheduling: dict[str, Any] | None = None
+
+
+class OrchestratorSpec(_Model):
+    slurm_spec: SlurmSpec
+
+
+class Network(_Model):
+    network: str | None = None
+    subnetwork: str | None = None
+
+
+class RuntimeSpec(_Model):
+    service_account: str | None = None
+
+
+class LocalOptions(_Model):
+    """Options of the local backend only; Vertex AI has no such block."""
+
+    network: Literal["host", "namespaces"] = "host"
+    """``host``: every slurmd on this machine's loopback, one port each. ``namespaces``
+    (root only): each node in its own network namespace with its own hostname and IP."""
+    resource_scale: float = Field(default=1.0, gt=0, le=1)
+    """Factor applied to the catalogue's vCPUs and memory when declaring nodes to Slurm
+    (``0.125`` declares an a3-highgpu-8g as 26 CPUs and 234 GB). GPU counts are never
+    scaled: jobs see the GPU indices they would see on the real machine type."""
+
+
+class ClusterSpec(_Model):
+    display_name: str
+    node_pools: list[NodePool] = Field(min_length=1)
+    orchestrator_spec: OrchestratorSpec
+    network: Network | None = None
+    runtime_spec: RuntimeSpec | None = None
+    description: str | None = None
+    labels: dict[str, str] = {}
+    local: LocalOptions = LocalOptions()
+
+    @property
+    def name(self) -> str:
+        return self.display_name
+
+    @property
+    def slurm(self) -> SlurmSpec:
+        return self.orchestrator_spec.slurm_spec
+
+    def pool(self, pool_id: str) -> NodePool:
+        for pool in self.node_pools:
+            if pool.id == pool_id:
+                return pool
+        raise KeyError(pool_id)
+
+    def compute_pools(self) -> list[NodePool]:
+        """Pools whose nodes run jobs: every pool but the login pool."""
+        return [p for p in self.node_pools if p.id != self.slurm.login_node_pool_id]
+
+    def with_pool_size(self, pool_id: str, nodes: int) -> "ClusterSpec":
+        """A copy of this spec with ``pool_id`` scaled to ``nodes`` nodes."""
+        data = self.to_json()
+        for pool in data["node_pools"]:
+            if pool["id"] == pool_id:
+                pool["scaling_spec"] = {"min_node_count": nodes, "max_node_count": nodes}
+        return parse_cluster_spec(data)
+
+    def to_json(self) -> dict[str, Any]:
+        """snake_case JSON, as stored in the state store and returned by the REST API."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def to_vertex(self) -> dict[str, Any]:
+        """The camelCase body of a Vertex ``ModelDevelopmentCluster`` (no local options)."""
+        return self.model_dump(mode="json", exclude_none=True, by_alias=True, exclude={"local"})
+
+
+def load_cluster_spec(path: str | Path) -> ClusterSpec:
+    """Read a spec from a .json, .yaml or .yml file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError("file", str(path), f"it could not be read ({e.strerror})") from None
+    return parse_cluster_spec(parse_spec_text(text, source=str(path)))
+
+
+def parse_spec_text(text: str, source: str = "spec") -> Any:
+    """JSON or YAML text to plain data (YAML is a superset of JSON)."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError(source, text[:40] + ("..." if len(text) > 40 else ""),
+                        f"it must be JSON or YAML; parsing failed{where}: {getattr(e, 'problem', e)}") from None
+
+
+def parse_cluster_spec(data: Any) -> ClusterSpec:
+    """Validate ``data`` (a dict, or JSON/YAML text) into a ``ClusterSpec``."""
+    if isinstance(data, (str, bytes)):
+        data = parse_spec_text(data.decode() if isinstance(data, bytes) else data)
+    if not isinstance(data, dict):
+        raise SpecErrors([SpecError("(spec)", data, "a cluster spec is an object with display_name, node_pools and orchestrator_spec")])
+    try:
+        spec = ClusterSpec.model_validate(data)
+    except ValidationError as e:
+        raise SpecErrors([_to_spec_error(err, data) for err in e.errors()]) from None
+    errors = _check_semantics(spec)
+    if errors:
+        raise SpecErrors(errors)
+    return spec
+
+
+def _check_semantics(spec: ClusterSpec) -> list[SpecError]:
+    """Rules that involve a catalogue or more than one field."""
+    errors: list[SpecError] = []
+    if not DISPLAY_NAME_RE.match(spec.display_name):
+        errors.append(SpecError("display_name", spec.display_name,
+                                "use 1 to 10 lowercase letters, digits or hyphens, starting with a letter"))
+    pool_ids = [p.id for p in spec.node_pools]
+    seen: set[str] = set()
+    for i, pool in enumerate(spec.node_pools):
+        where = f"node_pools[{i}]"
+        if not ID_RE.match(pool.id):
+            errors.append(SpecError(f"{where}.id", pool.id, ID_RULE))
+        if pool.id in seen:
+            errors.append(SpecError(f"{where}.id", pool.id, "pool ids must be unique"))
+        seen.add(pool.id)
+        errors += _check_machine(pool.machine_spec, f"{where}.machine_spec")
+        scaling = pool.scaling_spec
+        if scaling.min_node_count != scaling.max_node_count:
+            errors.append(SpecError(f"{where}.scaling_spec.max_node_count", scaling.max_node_count,
+                                    f"training clusters have a fixed size: set min_node_count and "
+                                    f"max_node_count both to {scaling.min_node_count} (or both to the size you want)"))
+    slurm = spec.slurm
+    login = slurm.login_node_pool_id
+    if login is not None and login not in pool_ids:
+        errors.append(SpecError("orchestrator_spec.slurm_spec.login_node_pool_id", login,
+                                f"it must name one of the node pools: {', '.join(pool_ids)}"))
+    part_ids: set[str] = set()
+    for i, part in enumerate(slurm.partitions):
+        where = f"orchestrator_spec.slurm_spec.partitions[{i}]"
+        if not ID_RE.match(part.id):
+            errors.append(SpecError(f"{where}.id", part.id, ID_RULE))
+        if part.id in part_ids:
+            errors.append(SpecError(f"{where}.id", part.id, "partition ids must be unique"))
+        part_ids.add(part.id)
+        for j, pool_id in enumerate(part.node_pool_ids):
+            if pool_id not in pool_ids:
+                errors.append(SpecError(f"{where}.node_pool_ids[{j}]", pool_id,
+                                        f"it must name one of the node pools: {', '.join(pool_ids)}"))
+            elif pool_id == login:
+                errors.append(SpecError(f"{where}.node_pool_ids[{j}]", pool_id,
+                                        "the login pool runs no jobs; list only compute pools in partitions"))
+    return errors
+
+
+def _check_machine(ms: MachineSpec, where: str) -> list[SpecError]:
+    machine = machines.lookup(ms.machine_type)
+    if machine is None:
+        family = ms.machine_type.rsplit("-", 1)[0]
+        close = sorted(n for n in machines.MACHINE_TYPES if n.startswith(family)) or sorted(
+            n for n in machines.MACHINE_TYPES if "gpu" in n)
+        return [SpecError(f"{where}.machine_type", ms.machine_type,
+                          f"known machine types include: {', '.join(close[:12])}")]
+    errors = []
+    if ms.accelerator_type is not None and ms.accelerator_type != machine.gpu_type:
+        expected = (f"{machine.name} comes with {machine.gpu_type}" if machine.gpu_type
+                    else f"{machine.name} has no accelerators; remove accelerator_type")
+        errors.append(SpecError(f"{where}.accelerator_type", ms.accelerator_type, expected))
+    if ms.accelerator_count is not None and ms.accelerator_count != machine.gpu_count:
+        errors.append(SpecError(f"{where}.accelerator_count", ms.accelerator_count,
+                                f"{machine.name} has exactly {machine.gpu_count} GPU(s)"))
+    return errors
+
+
+def _to_spec_error(err: dict[str, Any], data: Any) -> SpecError:
+    """Turn one pydantic error into a SpecError with a snake_case field path."""
+    loc = [_snake(p) if isinstance(p, str) else p for p in err["loc"]]
+    path = _format_path(loc)
+    if err["type"] == "extra_forbidden":
+        valid = _fields_at(loc[:-1])
+        return SpecError(path, err["input"], f"unknown field; valid fields here: {', '.join(valid)}")
+    if err["type"] == "missing":
+        return SpecError(path, None, "this field is required")
+    return SpecError(path, err.get("input"), err["msg"][0].lower() + err["msg"][1:])
+
+
+def _format_path(loc: list[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(spec)"
+
+
+def _fields_at(loc: list[Any]) -> list[str]:
+    """The snake_case field names of the model found by walking ``loc`` from ClusterSpec."""
+    model: Any = ClusterSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return []
+        model = _model_in(field.annotation)
+        if model is None:
+            return []
+    return list(model.model_fields)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def dumps(spec: ClusterSpec) -> str:
+    return json.dumps(spec.to_json(), sort_keys=True)

@@ -1,0 +1,147 @@
+"""SQLite state store (WAL, numbered migrations).
+
+The database is the memory that outlives a kernel: a cluster created in one process is
+found by every other. Each call opens its own short transaction, so a Store is safe to
+share between threads and processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import ClusterExists, ClusterNotFound
+
+
+def default_home() -> Path:
+    """``$GTC_HOME``, else ``$XDG_DATA_HOME/jupyter_gtc``, else ``~/.local/share/jupyter_gtc``."""
+    if os.environ.get("GTC_HOME"):
+        return Path(os.environ["GTC_HOME"]).expanduser().absolute()
+    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data) / "jupyter_gtc"
+
+
+@dataclass
+class ClusterRecord:
+    name: str
+    backend: str
+    state: str
+    spec: dict[str, Any]
+    runtime: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+def _migrations() -> list[tuple[int, str]]:
+    folder = resources.files(__package__) / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
+    return sorted(found)
+
+
+class Store:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        wal = sqlite3.connect(self.path, timeout=30)
+        try:
+            wal.execute("PRAGMA journal_mode=WAL")  # persistent, and not allowed inside a transaction
+        finally:
+            wal.close()
+        with self._connect() as db:
+            self._migrate(db)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        finally:
+            db.close()
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        for number, sql in _migrations():
+            if number > version:
+                for statement in sql.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {int(number)}")
+
+    @property
+    def schema_version(self) -> int:
+        with self._connect() as db:
+            return db.execute("PRAGMA user_version").fetchone()[0]
+
+    # -- clusters --------------------------------------------------------------------
+
+    def add_cluster(self, record: ClusterRecord) -> None:
+        now = time.time()
+        try:
+            with self._connect() as db:
+                db.execute(
+                    "INSERT INTO clusters (name, backend, state, spec, runtime, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (record.name, record.backend, record.state, json.dumps(record.spec),
+                     json.dumps(record.runtime), now, now),
+                )
+        except sqlite3.IntegrityError:
+            raise ClusterExists(record.name) from None
+        record.created_at = record.updated_at = now
+
+    def get_cluster(self, name: str) -> ClusterRecord:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM clusters WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                known = [r[0] for r in db.execute("SELECT name FROM clusters ORDER BY name")]
+                raise ClusterNotFound(name, known)
+        return _record(row)
+
+    def list_clusters(self) -> list[ClusterRecord]:
+        with self._connect() as db:
+            return [_record(r) for r in db.execute("SELECT * FROM clusters ORDER BY created_at")]
+
+    def update_cluster(self, name: str, **changes: Any) -> None:
+        allowed = {"state", "spec", "runtime"}
+        if not changes or set(changes) - allowed:
+            raise ValueError(f"update_cluster changes only {sorted(allowed)}, got {sorted(changes)}")
+        columns = ", ".join(f"{k} = ?" for k in changes)
+        values = [json.dumps(v) if k != "state" else v for k, v in changes.items()]
+        with self._connect() as db:
+            cur = db.execute(f"UPDATE clusters SET {columns}, updated_at = ? WHERE name = ?",
+                             (*values, time.time(), name))
+            if cur.rowcount == 0:
+                raise ClusterNotFound(name)
+
+    def remove_cluster(self, name: str) -> None:
+        with self._connect() as db:
+            db.execute("DELETE FROM clusters WHERE name = ?", (name,))
+
+
+def _record(row: sqlite3.Row) -> ClusterRecord:
+    return ClusterRecord(
+        name=row["name"], backend=row["backend"], state=row["state"],
+        spec=json.loads(row["spec"]), runtime=json.loads(row["runtime"]),
+        created_at=row["created_at"], updated_at=row["updated_at"],
+    )
+
+
+def open_store(home: Path | None = None) -> Store:
+    return Store((home or default_home()) / "state.db")

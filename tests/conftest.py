@@ -1,0 +1,78 @@
+"""Fixtures shared by all tests. The real local Slurm cluster fixtures live here.
+
+Every test session gets its own GTC_HOME, so tests never touch a user's clusters; at the
+end, every cluster the session made is deleted (daemons stopped by PID, files removed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SLURM_PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "tini", "unshare")
+
+
+def small_gpu_spec(name: str, nodes: int = 3, machine: str = "a3-highgpu-8g", **local) -> dict:
+    """A cluster spec in Vertex's camelCase: one GPU pool, one partition, a login pool."""
+    return {
+        "displayName": name,
+        "nodePools": [
+            {"id": "gpu", "machineSpec": {"machineType": machine},
+             "scalingSpec": {"minNodeCount": nodes, "maxNodeCount": nodes}},
+            {"id": "login", "machineSpec": {"machineType": "n2-standard-4"},
+             "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 1}},
+        ],
+        "orchestratorSpec": {"slurmSpec": {
+            "partitions": [{"id": "train", "nodePoolIds": ["gpu"]}],
+            "loginNodePoolId": "login",
+        }},
+        # Declare a small share of the machine type: real sizes work too, but small
+        # numbers keep `scontrol` output readable when a test fails.
+        "local": {"resourceScale": 0.125, **local},
+    }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gtc_home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("gtc_home")
+    os.environ["GTC_HOME"] = str(home)
+    yield home
+    from jupyter_gtc import api
+
+    for cluster in api.list_clusters(with_status=False):
+        api.delete_cluster(cluster.name)
+
+
+@pytest.fixture(scope="session")
+def slurm_available() -> None:
+    """Skip where Slurm is not installed, except in CI, where its absence is a failure."""
+    missing = [p for p in SLURM_PROGRAMS if shutil.which(p) is None]
+    problem = f"Slurm programs missing: {', '.join(missing)}" if missing else None
+    if os.geteuid() != 0:
+        problem = "the local backend needs root"
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(f"{problem}; CI must run the local-cluster tests (make test installs Slurm)")
+        pytest.skip(f"{problem}; run `make test` as root to install and run them")
+
+
+@pytest.fixture(scope="module")
+def cluster3(slurm_available):
+    """A running 3-node cluster, 8 emulated GPUs per node, shared by a test module."""
+    from jupyter_gtc import api
+
+    cluster = api.create_cluster(small_gpu_spec("three", nodes=3))
+    yield cluster
+    api.delete_cluster(cluster.name)
+
+
+def slurm(cluster_name: str, *argv: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+    """Run one of Slurm's own commands against a cluster, as a user in a terminal would."""
+    from jupyter_gtc import api
+
+    env = {**os.environ, **api.cluster_env(cluster_name)}
+    return subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=timeout, check=check)

@@ -1,0 +1,192 @@
+"""The cluster spec: Vertex's schema in either case, and an error for each kind of mistake
+that names the field, the value and what would be valid."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from jupyter_gtc.exceptions import SpecError, SpecErrors
+from jupyter_gtc.spec import MACHINE_TYPES, load_cluster_spec, parse_cluster_spec
+from tests.conftest import small_gpu_spec
+
+
+def errors_of(data) -> list[SpecError]:
+    with pytest.raises(SpecErrors) as info:
+        parse_cluster_spec(data)
+    return info.value.errors
+
+
+def only_error(data) -> SpecError:
+    errors = errors_of(data)
+    assert len(errors) == 1, errors
+    return errors[0]
+
+
+def test_camel_and_snake_case_give_the_same_spec():
+    camel = small_gpu_spec("demo")
+    snake = {
+        "display_name": "demo",
+        "node_pools": [
+            {"id": "gpu", "machine_spec": {"machine_type": "a3-highgpu-8g"},
+             "scaling_spec": {"min_node_count": 3, "max_node_count": 3}},
+            {"id": "login", "machine_spec": {"machine_type": "n2-standard-4"},
+             "scaling_spec": {"min_node_count": 1, "max_node_count": 1}},
+        ],
+        "orchestrator_spec": {"slurm_spec": {"partitions": [{"id": "train", "node_pool_ids": ["gpu"]}],
+                                             "login_node_pool_id": "login"}},
+        "local": {"resource_scale": 0.125},
+    }
+    assert parse_cluster_spec(camel) == parse_cluster_spec(snake)
+
+
+def test_vertex_json_round_trips():
+    spec = parse_cluster_spec(small_gpu_spec("demo"))
+    vertex = spec.to_vertex()
+    assert "nodePools" in vertex and "local" not in vertex
+    assert vertex["nodePools"][0]["machineSpec"]["machineType"] == "a3-highgpu-8g"
+    assert parse_cluster_spec({**vertex, "local": {"resourceScale": 0.125}}) == spec
+
+
+def test_example_spec_file_parses(tmp_path):
+    spec = load_cluster_spec("examples/clusters/local-a3.yaml")
+    assert [p.id for p in spec.compute_pools()] == ["a3"]
+    assert spec.pool("a3").node_names() == ["a3-0", "a3-1"]
+    assert spec.pool("a3").machine.gpu_count == 8
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec.to_vertex()))
+    assert load_cluster_spec(path).to_vertex() == spec.to_vertex()
+
+
+def test_unknown_field_lists_the_valid_ones():
+    data = small_gpu_spec("demo")
+    data["nodePools"][0]["machineSpec"]["gpuCount"] = 8
+    err = only_error(data)
+    assert err.field == "node_pools[0].machine_spec.gpu_count"
+    assert "unknown field" in err.expected and "accelerator_count" in err.expected
+
+
+def test_unknown_machine_type_suggests_known_ones():
+    data = small_gpu_spec("demo", machine="a3-highgpu-9g")
+    err = only_error(data)
+    assert err.field == "node_pools[0].machine_spec.machine_type"
+    assert err.value == "a3-highgpu-9g"
+    assert "a3-highgpu-8g" in err.expected
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("acceleratorType", "NVIDIA_L4", "NVIDIA_H100_80GB"),
+    ("acceleratorCount", 4, "exactly 8"),
+])
+def test_accelerator_must_match_the_machine_type(field, value, expected):
+    data = small_gpu_spec("demo")
+    data["nodePools"][0]["machineSpec"][field] = value
+    err = only_error(data)
+    assert err.field.endswith(field.replace("Type", "_type").replace("Count", "_count"))
+    assert err.value == value and expected in err.expected
+
+
+def test_cpu_machine_type_takes_no_accelerator():
+    data = small_gpu_spec("demo", machine="n2-standard-8")
+    data["nodePools"][0]["machineSpec"]["acceleratorType"] = "NVIDIA_H100_80GB"
+    assert "has no accelerators" in only_error(data).expected
+
+
+def test_min_and_max_node_count_must_agree():
+    data = small_gpu_spec("demo")
+    data["nodePools"][0]["scalingSpec"]["maxNodeCount"] = 5
+    err = only_error(data)
+    assert err.field == "node_pools[0].scaling_spec.max_node_count"
+    assert err.value == 5 and "both to 3" in err.expected
+
+
+def test_partition_must_name_an_existing_pool():
+    data = small_gpu_spec("demo")
+    data["orchestratorSpec"]["slurmSpec"]["partitions"][0]["nodePoolIds"] = ["gpus"]
+    err = only_error(data)
+    assert err.field == "orchestrator_spec.slurm_spec.partitions[0].node_pool_ids[0]"
+    assert err.value == "gpus" and "gpu, login" in err.expected
+
+
+def test_login_pool_must_exist():
+    data = small_gpu_spec("demo")
+    data["orchestratorSpec"]["slurmSpec"]["loginNodePoolId"] = "head"
+    err = only_error(data)
+    assert err.field == "orchestrator_spec.slurm_spec.login_node_pool_id" and err.value == "head"
+
+
+def test_login_pool_runs_no_jobs():
+    data = small_gpu_spec("demo")
+    data["orchestratorSpec"]["slurmSpec"]["partitions"][0]["nodePoolIds"] = ["gpu", "login"]
+    assert "login pool runs no jobs" in only_error(data).expected
+
+
+@pytest.mark.parametrize("name", ["Demo", "toolongname1", "1demo", "a'; echo x", "de mo", ""])
+def test_bad_display_names_are_refused(name):
+    err = only_error(small_gpu_spec(name))
+    assert err.field == "display_name" and err.value == name
+    assert "lowercase" in err.expected
+
+
+@pytest.mark.parametrize("pool_id", ["GPU", "gpu$(reboot)", "a b", "-x"])
+def test_shell_hostile_pool_ids_are_refused(pool_id):
+    data = small_gpu_spec("demo")
+    data["nodePools"][0]["id"] = pool_id
+    data["orchestratorSpec"]["slurmSpec"]["partitions"][0]["nodePoolIds"] = [pool_id]
+    assert any(e.field == "node_pools[0].id" and e.value == pool_id for e in errors_of(data))
+
+
+def test_every_problem_is_reported_at_once():
+    data = small_gpu_spec("Bad!")
+    data["nodePools"][0]["machineSpec"]["acceleratorCount"] = 2
+    data["orchestratorSpec"]["slurmSpec"]["loginNodePoolId"] = "nope"
+    fields = {e.field for e in errors_of(data)}
+    assert fields == {"display_name", "node_pools[0].machine_spec.accelerator_count",
+                      "orchestrator_spec.slurm_spec.login_node_pool_id"}
+
+
+def test_missing_required_field():
+    data = small_gpu_spec("demo")
+    del data["nodePools"][0]["scalingSpec"]
+    err = only_error(data)
+    assert err.field == "node_pools[0].scaling_spec" and "required" in err.expected
+
+
+def test_yaml_syntax_error_names_the_line():
+    with pytest.raises(SpecError) as info:
+        parse_cluster_spec("display_name: demo\nnode_pools: [\n")
+    assert "line" in str(info.value)
+
+
+def test_error_message_reads_well():
+    data = small_gpu_spec("demo", machine="a3-highgpu-9g")
+    with pytest.raises(SpecErrors) as info:
+        parse_cluster_spec(data)
+    assert str(info.value).splitlines()[1].strip() == (
+        "- node_pools[0].machine_spec.machine_type: 'a3-highgpu-9g' is not valid; "
+        "known machine types include: a3-highgpu-1g, a3-highgpu-2g, a3-highgpu-4g, a3-highgpu-8g")
+
+
+def test_with_pool_size_scales_one_pool_and_keeps_the_rest():
+    spec = parse_cluster_spec(small_gpu_spec("demo"))
+    bigger = spec.with_pool_size("gpu", 5)
+    assert bigger.pool("gpu").node_count == 5 and bigger.pool("login").node_count == 1
+    assert spec.pool("gpu").node_count == 3  # specs are immutable
+
+
+def test_catalogue_has_the_machine_types_users_ask_for():
+    for name in ["a2-highgpu-1g", "a2-highgpu-8g", "a2-ultragpu-8g", "a3-highgpu-8g", "a3-megagpu-8g",
+                 "a3-ultragpu-8g", "a4-highgpu-8g", "g2-standard-4", "n2-standard-8", "c2-standard-60"]:
+        assert name in MACHINE_TYPES
+    assert MACHINE_TYPES["a3-ultragpu-8g"].gpu_model == "h200"
+    assert MACHINE_TYPES["a4-highgpu-8g"].gpu_count == 8
+    assert MACHINE_TYPES["n2-standard-8"].memory_gb == 32 and MACHINE_TYPES["n2-standard-8"].gpu_count == 0
+
+
+def test_validation_does_not_change_the_input():
+    data = small_gpu_spec("demo")
+    before = copy.deepcopy(data)
+    parse_cluster_spec(data)
+    assert data == before

@@ -1,7 +1,6 @@
 """Fixtures shared by all tests. The real local Slurm cluster fixtures live here.
 
-Every test session gets its own GTC_HOME, so tests never touch a user's clusters; at the
-end, every cluster the session made is deleted (daemons stopped by PID, files removed).
+GTC_HOME is a fresh folder per session (see the conftest.py at the repository root).
 """
 
 from __future__ import annotations
@@ -9,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -34,17 +32,6 @@ def small_gpu_spec(name: str, nodes: int = 3, machine: str = "a3-highgpu-8g", **
         # numbers keep `scontrol` output readable when a test fails.
         "local": {"resourceScale": 0.125, **local},
     }
-
-
-@pytest.fixture(scope="session", autouse=True)
-def gtc_home(tmp_path_factory) -> Path:
-    home = tmp_path_factory.mktemp("gtc_home")
-    os.environ["GTC_HOME"] = str(home)
-    yield home
-    from jupyter_gtc import api
-
-    for cluster in api.list_clusters(with_status=False):
-        api.delete_cluster(cluster.name)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 One munged, one slurmctld and one slurmd per node, all under ``<GTC_HOME>/clusters/<name>/``:
 
     etc/        slurm.conf, gres.conf, prolog/epilog chains and the spec's scripts
-    munge/      the cluster's key and socket (munged's folder must be mode 0711)
+    munge/      the cluster's key (its socket lives in /run/jupyter_gtc/<hash>/, see below)
     run/        our PID files (see daemons.py)      state/  slurmctld's saved state
     spool/<n>/  each slurmd's spool                 log/    every daemon's log
     gpus/<n>/   nvidia0.. -> /dev/null, so GRES works where there is no GPU
@@ -15,6 +15,7 @@ the spec's ``local.resource_scale``. All daemons of all local clusters run as ro
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import socket
@@ -85,6 +86,7 @@ class LocalBackend(Backend):
         runtime["hostname"] = socket.gethostname().split(".")[0]
         runtime["controller_port"] = _free_ports(1)[0]
         runtime["node_ports"] = {}
+        runtime["munge_socket_dir"] = str(_munge_socket_dir(root))
         _write_munge_key(root)
         self._apply(spec, runtime, progress, restart_controller=False)
 
@@ -116,6 +118,7 @@ class LocalBackend(Backend):
         daemons.stop("slurmctld", run)
         daemons.stop("munged", run, grace=2)
         self._remove(root)
+        shutil.rmtree(runtime.get("munge_socket_dir") or _munge_socket_dir(root), ignore_errors=True)
 
     def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
         return {"SLURM_CONF": str(Path(runtime["dir"]) / "etc" / "slurm.conf")}
@@ -155,7 +158,7 @@ class LocalBackend(Backend):
 
         if daemons.find("munged", run) is None:
             progress("starting munged")
-            self._start_munged(root)
+            self._start_munged(root, Path(runtime["munge_socket_dir"]))
         running = {label.removeprefix("slurmd-") for label in daemons.labels(run)
                    if label.startswith("slurmd-") and daemons.find(label, run)}
         if restart_controller:
@@ -196,7 +199,7 @@ class LocalBackend(Backend):
         layout = SlurmLayout(
             cluster_name=spec.name, root=root, controller_host=runtime["hostname"],
             controller_addr="127.0.0.1", controller_port=runtime["controller_port"],
-            munge_socket=root / "munge" / "run" / "munge.socket", nodes=tuple(nodes),
+            munge_socket=Path(runtime["munge_socket_dir"]) / "munge.socket", nodes=tuple(nodes),
             partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog)
         _atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
         _atomic_write(etc / "gres.conf", render_gres_conf(layout))
@@ -223,9 +226,8 @@ class LocalBackend(Backend):
             cpus=max(1, round(machine.vcpus * scale)), memory_mb=max(1024, int(machine.memory_gb * 1024 * scale)),
             gpus=machine.gpu_count, gpu_type=machine.gpu_model, gpu_files=gpu_files)
 
-    def _start_munged(self, root: Path) -> None:
+    def _start_munged(self, root: Path, sock_dir: Path) -> None:
         munge = root / "munge"
-        sock_dir = munge / "run"
         sock_dir.mkdir(parents=True, exist_ok=True)
         sock_dir.chmod(0o711)  # 0700 makes clients fail with "Socket is inaccessible"
         daemons.start("munged", [
@@ -312,6 +314,13 @@ def _write_chain(etc: Path, kind: str, scripts: list[str]) -> bool:
     chain.write_text(render_script_chain(paths))
     chain.chmod(0o755)
     return True
+
+
+def _munge_socket_dir(root: Path) -> Path:
+    """munged insists that every folder above its socket is searchable by all, which a
+    private GTC_HOME (or pytest's tmp folders) is not; a socket path must also stay under
+    108 bytes. So the socket lives in /run, in a folder named after the cluster's path."""
+    return Path("/run/jupyter_gtc") / hashlib.sha1(str(root).encode()).hexdigest()[:12]
 
 
 def _write_munge_key(root: Path) -> None:

@@ -1,0 +1,211 @@
+"""The local backend against real daemons: munged, slurmctld and one slurmd per node."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from jupyter_gtc import api
+from jupyter_gtc.exceptions import BackendUnavailable, ClusterBusy, ClusterExists, ClusterNotFound, SpecError
+from tests.conftest import slurm, small_gpu_spec
+
+pytestmark = pytest.mark.slurm
+
+
+def wait_for(check, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def job_state(cluster: str, job_id: str) -> str:
+    return slurm(cluster, "squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip()
+
+
+def submit_sleep(cluster: str, node: str, seconds: int = 300) -> str:
+    out = slurm(cluster, "sbatch", "--parsable", "-w", node, "-o", "/dev/null", "--wrap", f"sleep {seconds}").stdout
+    job_id = out.strip().split(";")[0]
+    wait_for(lambda: job_state(cluster, job_id) == "RUNNING", what=f"job {job_id} to run")
+    return job_id
+
+
+def test_nodes_are_idle_with_the_machine_types_gpus(cluster3):
+    cluster = api.get_cluster("three")
+    assert [n.name for n in cluster.nodes] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert all(n.state == "IDLE" and n.ready for n in cluster.nodes)
+    assert all(n.gpus == 8 and n.partitions == ("train",) for n in cluster.nodes)
+    # a3-highgpu-8g (208 vCPUs, 1872 GB) at resource_scale 0.125
+    assert cluster.nodes[0].cpus == 26 and cluster.nodes[0].memory_mb == 1872 * 1024 // 8
+
+
+def test_srun_runs_on_all_three_nodes(cluster3):
+    out = slurm("three", "srun", "-N3", "bash", "-c", "echo $SLURMD_NODENAME").stdout
+    assert sorted(out.split()) == ["gpu-0", "gpu-1", "gpu-2"]
+
+
+def test_a_gpu_job_sees_cuda_visible_devices(cluster3):
+    out = slurm("three", "srun", "--gpus=2", "printenv", "CUDA_VISIBLE_DEVICES").stdout
+    assert out.strip() == "0,1"
+
+
+def test_more_gpus_than_a_node_has_are_refused_at_submit(cluster3):
+    result = slurm("three", "sbatch", "--gpus-per-node=9", "--wrap", "true", check=False)
+    assert result.returncode != 0
+    assert "Requested node configuration is not available" in result.stderr
+
+
+def test_arguments_reach_the_job_literally(cluster3):
+    hostile = "a'; echo pwned; \"$(id)\" `id`"
+    out = slurm("three", "srun", "printf", "%s", hostile).stdout
+    assert out == hostile
+
+
+def test_another_process_lists_and_describes_the_cluster(cluster3):
+    listed = subprocess.run([sys.executable, "-m", "jupyter_gtc.cli", "cluster", "list", "--json"],
+                            capture_output=True, text=True, check=True, timeout=60)
+    clusters = {c["name"]: c for c in json.loads(listed.stdout)}
+    assert clusters["three"]["state"] == "RUNNING"
+    assert clusters["three"]["node_count"] == 3 and clusters["three"]["gpu_count"] == 24
+    described = subprocess.run([sys.executable, "-m", "jupyter_gtc.cli", "cluster", "describe", "three"],
+                               capture_output=True, text=True, check=True, timeout=60)
+    for text in ("gpu-0", "gpu-2", "a3-highgpu-8g", "train", "0/8"):
+        assert text in described.stdout
+
+
+def test_a_second_cluster_with_the_same_name_is_refused_and_the_first_is_untouched(cluster3):
+    with pytest.raises(ClusterExists):
+        api.create_cluster(small_gpu_spec("three", nodes=1))
+    assert len(api.get_cluster("three").nodes) == 3
+
+
+def test_scale_up_and_down_keeps_a_job_on_a_surviving_node(cluster3):
+    job = submit_sleep("three", "gpu-0")
+    pids_before = _job_processes("sleep 300")
+    assert pids_before
+
+    cluster = api.scale_cluster("three", "gpu", 4)
+    assert [n.name for n in cluster.nodes] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    assert all(n.ready for n in cluster.nodes)
+    out = slurm("three", "srun", "-N3", "-x", "gpu-0", "bash", "-c", "echo $SLURMD_NODENAME").stdout
+    assert sorted(out.split()) == ["gpu-1", "gpu-2", "gpu-3"]
+    assert job_state("three", job) == "RUNNING"
+
+    cluster = api.scale_cluster("three", "gpu", 2)
+    assert [n.name for n in cluster.nodes] == ["gpu-0", "gpu-1"]
+    assert job_state("three", job) == "RUNNING"
+    assert _job_processes("sleep 300") == pids_before  # the same processes, never restarted
+    assert api.get_cluster("three").spec.pool("gpu").node_count == 2
+
+    api.scale_cluster("three", "gpu", 3)
+    slurm("three", "scancel", job)
+
+
+def test_scale_down_refuses_to_remove_a_node_with_a_running_job(cluster3):
+    job = submit_sleep("three", "gpu-2", seconds=301)
+    with pytest.raises(ClusterBusy) as info:
+        api.scale_cluster("three", "gpu", 2)
+    assert "gpu-2" in str(info.value) and job in str(info.value)
+    cluster = api.get_cluster("three")
+    assert cluster.state == "RUNNING" and len(cluster.nodes) == 3
+    assert job_state("three", job) == "RUNNING"
+    slurm("three", "scancel", job)
+
+
+def test_scale_errors_name_the_pool_or_count(cluster3):
+    with pytest.raises(SpecError) as info:
+        api.scale_cluster("three", "login", 2)
+    assert info.value.field == "pool" and "gpu" in info.value.expected
+    with pytest.raises(SpecError) as info:
+        api.scale_cluster("three", "gpu", 0)
+    assert info.value.field == "nodes"
+
+
+def test_two_clusters_run_side_by_side_and_delete_leaves_nothing(cluster3):
+    other = api.create_cluster(small_gpu_spec("side", nodes=2, machine="g2-standard-8"))
+    runtime = other.runtime
+    assert runtime["controller_port"] != cluster3.runtime["controller_port"]
+    assert not set(runtime["node_ports"].values()) & set(cluster3.runtime["node_ports"].values())
+    out = slurm("side", "srun", "-N2", "--gpus-per-node=1", "printenv", "CUDA_VISIBLE_DEVICES").stdout
+    assert out.split() == ["0", "0"]
+
+    submit_sleep("side", "gpu-1", seconds=302)
+    root = Path(runtime["dir"])
+    daemons = _cluster_processes(root)
+    assert len(daemons) >= 4  # munged, slurmctld, 2 x slurmd (each with its wrapper and tini)
+    job_pids = _job_processes("sleep 302")
+    assert job_pids
+    ports = [runtime["controller_port"], *runtime["node_ports"].values()]
+
+    api.delete_cluster("side")
+
+    assert not [p for p in daemons + job_pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert not _job_processes("sleep 302")
+    assert not [port for port in ports if _port_in_use(port)]
+    assert not root.exists()
+    with pytest.raises(ClusterNotFound):
+        api.get_cluster("side")
+    # The other cluster never noticed.
+    out = slurm("three", "srun", "-N3", "hostname").stdout
+    assert len(out.split()) == 3
+
+
+def test_a_cluster_missing_from_the_store_is_reported_with_the_known_ones(cluster3):
+    with pytest.raises(ClusterNotFound) as info:
+        api.get_cluster("nope")
+    assert "three" in str(info.value)
+
+
+def test_gtc_home_with_spaces_is_refused_before_anything_starts(tmp_path, monkeypatch, slurm_available):
+    home = tmp_path / "my home"
+    monkeypatch.setenv("GTC_HOME", str(home))
+    with pytest.raises(BackendUnavailable) as info:
+        api.create_cluster(small_gpu_spec("spaced", nodes=1))
+    assert "GTC_HOME" in str(info.value) and "my home" in str(info.value)
+    assert api.list_clusters() == []
+    assert not (home / "clusters" / "spaced").exists()
+
+
+def test_prolog_scripts_from_the_spec_run_before_each_job(slurm_available, tmp_path):
+    marker = tmp_path / "prolog-ran"
+    spec = small_gpu_spec("prolog", nodes=1)
+    spec["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = [f"echo $SLURM_JOB_ID >> '{marker}'"]
+    api.create_cluster(spec)
+    try:
+        job = slurm("prolog", "sbatch", "--parsable", "--wait", "--wrap", "true").stdout.strip()
+        assert marker.read_text().split() == [job]
+    finally:
+        api.delete_cluster("prolog")
+
+
+def _cluster_processes(root: Path) -> list[int]:
+    """PIDs of the daemons (and their wrappers) whose command line points into ``root``
+    or that are recorded in its run folder."""
+    pids = []
+    for entry in (root / "run").glob("*.json"):
+        wrapper = psutil.Process(json.loads(entry.read_text())["pid"])
+        pids += [wrapper.pid] + [c.pid for c in wrapper.children(recursive=True)]
+    return pids
+
+
+def _job_processes(cmdline: str) -> list[int]:
+    return sorted(p.pid for p in psutil.process_iter(["cmdline", "status"])
+                  if " ".join(p.info["cmdline"] or []) == cmdline and p.info["status"] != "zombie")
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+    return False

@@ -1,0 +1,61 @@
+"""Parsing Slurm's output, on lines captured from Slurm 22.05."""
+
+from jupyter_gtc.slurm.parse import parse_gres_gpus, parse_key_values, parse_scontrol_nodes, parse_tres
+
+MIXED = (
+    "NodeName=a3-0 Arch=x86_64 CoresPerSocket=208  CPUAlloc=1 CPUEfctv=208 CPUTot=208 CPULoad=0.75 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:h100:8 GresDrain=N/A GresUsed=gpu:h100:3(IDX:0-2) "
+    "NodeAddr=127.0.0.1 NodeHostName=vm Port=56865 Version=22.05.8 OS=Linux 6.18.44-fc-v669 #1 SMP "
+    "PREEMPT_DYNAMIC @0  RealMemory=1916928 AllocMem=1024 FreeMem=21586 Sockets=1 Boards=1 State=MIXED "
+    "ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=a3  BootTime=2026-11-29T15:43:08 "
+    "SlurmdStartTime=2026-11-29T15:50:46 LastBusyTime=2026-11-29T15:50:47 CfgTRES=cpu=208,mem=1872G,billing=208 "
+    "AllocTRES=cpu=1,mem=1G CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 "
+    "ExtSensorsTemp=n/s"
+)
+DRAINED = (
+    "NodeName=a3-1 Arch=x86_64 CoresPerSocket=208  CPUAlloc=0 CPUTot=208 Gres=gpu:h100:8 GresUsed=gpu:h100:0(IDX:N/A) "
+    "NodeAddr=127.0.0.1 RealMemory=1916928 AllocMem=0 State=IDLE+DRAIN Partitions=a3,debug "
+    "Reason=xid 79 on gpu=3, see dmesg [root@2026-11-29T16:01:02]"
+)
+DOWN = "NodeName=a3-2 CPUTot=4 State=DOWN*+NOT_RESPONDING Partitions=a3 Reason=Not responding [slurm@2026-11-29T16:02:00]"
+
+
+def test_a_mixed_node():
+    [node] = parse_scontrol_nodes(MIXED)
+    assert (node.name, node.state, node.flags, node.reason) == ("a3-0", "MIXED", (), None)
+    assert (node.cpus, node.cpus_allocated) == (208, 1)
+    assert (node.memory_mb, node.memory_allocated_mb) == (1916928, 1024)
+    assert (node.gpus, node.gpus_allocated) == (8, 3)
+    assert node.partitions == ("a3",) and node.ready
+    assert node.extra["OS"] == "Linux 6.18.44-fc-v669 #1 SMP PREEMPT_DYNAMIC @0"
+
+
+def test_a_drained_node_keeps_its_whole_reason():
+    [node] = parse_scontrol_nodes(DRAINED)
+    assert node.state == "IDLE" and node.flags == ("DRAIN",)
+    assert node.reason == "xid 79 on gpu=3, see dmesg [root@2026-11-29T16:01:02]"
+    assert node.partitions == ("a3", "debug")
+    assert not node.ready and node.display_state == "idle+drain"
+
+
+def test_a_down_node_that_does_not_respond():
+    [node] = parse_scontrol_nodes(DOWN)
+    assert node.state == "DOWN" and node.flags == ("NOT_RESPONDING",) and not node.ready
+    assert node.gpus == 0
+
+
+def test_several_nodes_and_noise_lines():
+    nodes = parse_scontrol_nodes("\n".join([MIXED, "", "   ", DRAINED, DOWN]))
+    assert [n.name for n in nodes] == ["a3-0", "a3-1", "a3-2"]
+
+
+def test_key_values_split_only_at_keys():
+    assert parse_key_values("A=1 B=two words C=x=y") == {"A": "1", "B": "two words", "C": "x=y"}
+
+
+def test_gres_and_tres():
+    assert parse_gres_gpus("gpu:h100:8(S:0-1),gpu:l4:1") == 9
+    assert parse_gres_gpus("gpu:h100:3(IDX:0,2,5)") == 3
+    assert parse_gres_gpus("gpu:2") == 2
+    assert parse_gres_gpus("(null)") == 0
+    assert parse_tres("cpu=4,mem=8G,gres/gpu=2") == {"cpu": 4, "mem": 8192, "gres/gpu": 2}

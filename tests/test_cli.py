@@ -1,0 +1,82 @@
+"""The `gtc` command as a user runs it: a separate process, its output and exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import small_gpu_spec
+
+
+def gtc(*argv: str, check: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jupyter_gtc.cli", *argv], capture_output=True, text=True,
+                          timeout=120, check=check, env=os.environ)
+
+
+def test_a_bad_spec_prints_each_problem_and_exits_1(tmp_path):
+    data = small_gpu_spec("Demo", machine="a3-highgpu-9g")
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    result = gtc("cluster", "create", "-f", str(path))
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: 2 problem(s) in the cluster spec:")
+    assert "display_name: 'Demo' is not valid" in result.stderr
+    assert "node_pools[0].machine_spec.machine_type: 'a3-highgpu-9g'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Demo" not in gtc("cluster", "list").stdout
+
+
+def test_a_missing_file_is_named():
+    result = gtc("cluster", "create", "-f", "no/such/spec.yaml")
+    assert result.returncode == 1 and "no/such/spec.yaml" in result.stderr and "could not be read" in result.stderr
+
+
+def test_describe_of_an_unknown_cluster():
+    result = gtc("cluster", "describe", "ghost")
+    assert result.returncode == 1 and "no cluster named 'ghost'" in result.stderr
+
+
+def test_usage_errors_exit_2():
+    result = gtc("cluster", "scale", "x", "--pool", "gpu", "--nodes", "many")
+    assert result.returncode == 2 and "invalid int value" in result.stderr
+
+
+def test_doctor_reports_every_check():
+    result = gtc("doctor")
+    for program in ("munged", "slurmctld", "slurmd", "tini", "state store"):
+        assert program in result.stdout
+    assert result.returncode == (0 if "MISSING" not in result.stdout else 1)
+
+
+@pytest.mark.slurm
+def test_cluster_lifecycle_from_the_command_line(tmp_path, slurm_available):
+    path = tmp_path / "spec.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(small_gpu_spec("clitest", nodes=2)))
+    created = gtc("cluster", "create", "-f", str(path))
+    assert created.returncode == 0, created.stderr
+    assert "starting slurmd 2/2: gpu-1" in created.stderr and "cluster clitest is up" in created.stderr
+    assert "gpu-0" in created.stdout and "idle" in created.stdout
+
+    listed = gtc("cluster", "list").stdout.splitlines()
+    row = next(line.split() for line in listed if line.split()[:1] == ["clitest"])
+    assert row[1:5] == ["local", "RUNNING", "2/2", "16"]
+
+    env = gtc("cluster", "env", "clitest").stdout
+    assert env.startswith("export SLURM_CONF=") and "clitest/etc/slurm.conf" in env
+
+    scaled = gtc("cluster", "scale", "clitest", "--pool", "gpu", "--nodes", "3")
+    assert scaled.returncode == 0, scaled.stderr
+    assert "gpu-2" in scaled.stdout
+    described = json.loads(gtc("cluster", "describe", "clitest", "--json").stdout)
+    assert [n["name"] for n in described["nodes"]] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert described["spec"]["node_pools"][0]["scaling_spec"] == {"min_node_count": 3, "max_node_count": 3}
+
+    deleted = gtc("cluster", "delete", "clitest")
+    assert deleted.returncode == 0 and "cluster clitest deleted" in deleted.stdout
+    assert "clitest" not in gtc("cluster", "list").stdout

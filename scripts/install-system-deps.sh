@@ -5,7 +5,7 @@ set -euo pipefail
 
 declare -A want=(
   [munged]=munge [slurmctld]=slurmctld [slurmd]=slurmd [sbatch]=slurm-client
-  [tini]=tini [unshare]=util-linux [npm]=npm
+  [tini]=tini [unshare]=util-linux [nsenter]=util-linux [ip]=iproute2 [npm]=npm
 )
 missing=()
 for program in "${!want[@]}"; do

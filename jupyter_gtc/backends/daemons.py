@@ -21,11 +21,20 @@ import psutil
 
 from .. import _process
 
-WRAPPER = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc", "tini", "--"]
+WRAPPER = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc"]
+SET_HOSTNAME = Path(__file__).with_name("set_hostname.sh")
 
 
-def start(label: str, argv: list[str], run_dir: Path, log_file: Path, env: dict[str, str]) -> int:
-    pid = _process.start_daemon([*WRAPPER, *argv], log_file=log_file, env=env)
+def start(label: str, argv: list[str], run_dir: Path, log_file: Path, env: dict[str, str],
+          prefix: list[str] | None = None, hostname: str | None = None) -> int:
+    """Start ``argv`` as ``label``. ``prefix`` runs it elsewhere (``ip netns exec NS``);
+    ``hostname`` gives it a UTS namespace of its own with that name."""
+    wrapped = [*(prefix or []), *WRAPPER]
+    if hostname:
+        wrapped += ["--uts", "tini", "--", "sh", str(SET_HOSTNAME), hostname]
+    else:
+        wrapped += ["tini", "--"]
+    pid = _process.start_daemon([*wrapped, *argv], log_file=log_file, env=env)
     started = psutil.Process(pid).create_time()
     (run_dir / f"{label}.json").write_text(json.dumps({"pid": pid, "started": started, "argv": argv}))
     return pid

@@ -29,7 +29,7 @@ from ..slurm.render import (
     UNSAFE_IN_CONF, NodeDecl, PartitionDecl, SlurmLayout, render_gres_conf, render_script_chain, render_slurm_conf,
 )
 from ..spec.cluster import ClusterSpec, NodePool
-from . import daemons
+from . import daemons, netns
 from .base import Backend, ClusterStatus, Progress
 
 # Program -> Debian package that provides it.
@@ -68,8 +68,9 @@ class LocalBackend(Backend):
         if total > MAX_NODES:
             raise SpecErrors([SpecError("node_pools[].scaling_spec.min_node_count", total,
                                         f"the local backend runs at most {MAX_NODES} nodes in all")])
-        if spec.local.network != "host":
-            raise SpecErrors([SpecError("local.network", spec.local.network, "valid: host")])
+        if spec.local.network == "namespaces" and shutil.which("ip") is None:
+            raise SpecErrors([SpecError("local.network", "namespaces",
+                                        "it needs the `ip` program (apt-get install -y iproute2); or use host")])
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -87,6 +88,12 @@ class LocalBackend(Backend):
         runtime["controller_port"] = _free_ports(1)[0]
         runtime["node_ports"] = {}
         runtime["munge_socket_dir"] = str(_munge_socket_dir(root))
+        runtime["node_slots"] = {}
+        if spec.local.network == "namespaces":
+            net = netns.ClusterNet(_cluster_id(root), netns.free_subnet())
+            runtime["network"] = {"cluster_id": net.cluster_id, "subnet": net.subnet}
+            progress(f"creating bridge {net.bridge} ({net.gateway}/24)")
+            netns.create_bridge(net)
         _write_munge_key(root)
         self._apply(spec, runtime, progress, restart_controller=False)
 
@@ -117,6 +124,11 @@ class LocalBackend(Backend):
         progress("stopping slurmctld and munged")
         daemons.stop("slurmctld", run)
         daemons.stop("munged", run, grace=2)
+        net = _net(runtime)
+        if net is not None:
+            for node in runtime.get("node_slots", {}):
+                netns.remove_node(net, node)
+            netns.remove_bridge(net)
         self._remove(root)
         shutil.rmtree(runtime.get("munge_socket_dir") or _munge_socket_dir(root), ignore_errors=True)
 
@@ -125,7 +137,9 @@ class LocalBackend(Backend):
 
     def status(self, spec: ClusterSpec, runtime: dict[str, Any]) -> ClusterStatus:
         run = Path(runtime["dir"]) / "run"
-        details = {"controller": f"{runtime.get('hostname')}:{runtime.get('controller_port')}",
+        net = _net(runtime)
+        details = {"controller": f"{net.gateway if net else runtime.get('hostname')}:{runtime.get('controller_port')}",
+                   "network": f"namespaces on {net.bridge} ({net.gateway}/24)" if net else "host",
                    "slurm_conf": str(Path(runtime["dir"]) / "etc" / "slurm.conf"),
                    "gpu_backing": runtime.get("gpu_backing", "none")}
         if daemons.find("slurmctld", run) is None:
@@ -146,7 +160,7 @@ class LocalBackend(Backend):
         root = Path(runtime["dir"])
         run, env = root / "run", {"SLURM_CONF": str(root / "etc" / "slurm.conf")}
         wanted = _node_names(spec)
-        ports = runtime["node_ports"]
+        ports, slots = runtime["node_ports"], runtime.setdefault("node_slots", {})
         for name in list(ports):
             if name not in wanted:
                 del ports[name]
@@ -154,8 +168,11 @@ class LocalBackend(Backend):
         for name in wanted:
             if name not in ports:
                 ports[name] = next(new_ports)
+            if name not in slots:  # a node keeps its slot (and so its IP) while it exists
+                slots[name] = min(set(range(len(slots) + 1)) - set(slots.values()))
         self._write_config(spec, runtime)
 
+        net = _net(runtime)
         if daemons.find("munged", run) is None:
             progress("starting munged")
             self._start_munged(root, Path(runtime["munge_socket_dir"]))
@@ -167,6 +184,9 @@ class LocalBackend(Backend):
         for name in sorted(running - set(wanted)):
             progress(f"stopping node {name}")
             daemons.stop(f"slurmd-{name}", run)
+            if net is not None:
+                netns.remove_node(net, name)
+            slots.pop(name, None)
             shutil.rmtree(root / "spool" / name, ignore_errors=True)
             shutil.rmtree(root / "gpus" / name, ignore_errors=True)
         if daemons.find("slurmctld", run) is None:
@@ -176,7 +196,13 @@ class LocalBackend(Backend):
         for i, name in enumerate(to_start, 1):
             progress(f"starting slurmd {i}/{len(to_start)}: {name}")
             (root / "spool" / name).mkdir(parents=True, exist_ok=True)
-            daemons.start(f"slurmd-{name}", ["slurmd", "-D", "-N", name], run, root / "log" / f"slurmd-{name}.out", env)
+            argv, log = ["slurmd", "-D", "-N", name], root / "log" / f"slurmd-{name}.out"
+            if net is None:
+                daemons.start(f"slurmd-{name}", argv, run, log, env)
+                continue
+            if not netns.node_exists(net, name):
+                netns.add_node(net, name, slots[name])
+            daemons.start(f"slurmd-{name}", argv, run, log, env, prefix=netns.exec_prefix(net, name), hostname=name)
         if running & set(wanted) and restart_controller:
             # Nodes that stayed up re-read slurm.conf and learn the new node list.
             self._wait_controller(runtime)
@@ -196,9 +222,10 @@ class LocalBackend(Backend):
         etc = root / "etc"
         has_prolog = _write_chain(etc, "prolog", spec.slurm.prolog_bash_scripts)
         has_epilog = _write_chain(etc, "epilog", spec.slurm.epilog_bash_scripts)
+        net = _net(runtime)
         layout = SlurmLayout(
             cluster_name=spec.name, root=root, controller_host=runtime["hostname"],
-            controller_addr="127.0.0.1", controller_port=runtime["controller_port"],
+            controller_addr=net.gateway if net else "127.0.0.1", controller_port=runtime["controller_port"],
             munge_socket=Path(runtime["munge_socket_dir"]) / "munge.socket", nodes=tuple(nodes),
             partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog)
         _atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
@@ -221,8 +248,10 @@ class LocalBackend(Backend):
                         link.symlink_to("/dev/null")
                 gpu_files = tuple(str(folder / f"nvidia{i}") for i in range(machine.gpu_count))
                 runtime["gpu_backing"] = "emulated (/dev/null)"
+        net = _net(runtime)
+        addr = net.address(runtime["node_slots"][name]) if net else "127.0.0.1"
         return NodeDecl(
-            name=name, addr="127.0.0.1", hostname=runtime["hostname"], port=runtime["node_ports"][name],
+            name=name, addr=addr, hostname=name if net else runtime["hostname"], port=runtime["node_ports"][name],
             cpus=max(1, round(machine.vcpus * scale)), memory_mb=max(1024, int(machine.memory_gb * 1024 * scale)),
             gpus=machine.gpu_count, gpu_type=machine.gpu_model, gpu_files=gpu_files)
 
@@ -253,17 +282,20 @@ class LocalBackend(Backend):
 
     def _wait_ready(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         self._wait_controller(runtime)
+        root = Path(runtime["dir"])
         commands, wanted = self._commands(runtime), set(_node_names(spec))
         progress(f"waiting for {len(wanted)} node(s) to be idle")
         last: list = []
 
         def ready() -> bool:
             nonlocal last
+            dead = [n for n in sorted(wanted) if daemons.find(f"slurmd-{n}", root / "run") is None]
+            if dead:
+                raise ClusterStartError(f"slurmd of {dead[0]} exited:\n" + _tail(root / "log" / f"slurmd-{dead[0]}.log"))
             last = [n for n in commands.nodes() if n.name in wanted]
             return len(last) == len(wanted) and all(n.ready for n in last)
 
         def not_ready() -> ClusterStartError:
-            root = Path(runtime["dir"])
             bad = [n for n in last if not n.ready] or [n for n in wanted if n not in {x.name for x in last}]
             lines = []
             for n in bad[:3]:
@@ -290,6 +322,15 @@ class LocalBackend(Backend):
         for label in daemons.labels(run):
             daemons.stop(label, run)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _net(runtime: dict[str, Any]) -> netns.ClusterNet | None:
+    info = runtime.get("network")
+    return netns.ClusterNet(info["cluster_id"], info["subnet"]) if info else None
+
+
+def _cluster_id(root: Path) -> str:
+    return hashlib.sha1(str(root).encode()).hexdigest()[:6]
 
 
 def _node_names(spec: ClusterSpec) -> list[str]:
@@ -320,7 +361,7 @@ def _munge_socket_dir(root: Path) -> Path:
     """munged insists that every folder above its socket is searchable by all, which a
     private GTC_HOME (or pytest's tmp folders) is not; a socket path must also stay under
     108 bytes. So the socket lives in /run, in a folder named after the cluster's path."""
-    return Path("/run/jupyter_gtc") / hashlib.sha1(str(root).encode()).hexdigest()[:12]
+    return Path("/run/jupyter_gtc") / _cluster_id(root)
 
 
 def _write_munge_key(root: Path) -> None:

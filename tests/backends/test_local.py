@@ -209,3 +209,28 @@ def _port_in_use(port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def test_network_namespaces_give_each_node_its_own_hostname_and_ip(slurm_available):
+    cluster = api.create_cluster(small_gpu_spec("netns", nodes=2, network="namespaces"))
+    net = cluster.runtime["network"]
+    namespaces = [f"gtc-{net['cluster_id']}-gpu-{i}" for i in range(2)]
+    bridge = f"gtcb{net['cluster_id']}"
+    try:
+        assert [n.address for n in cluster.nodes] == [f"10.213.{net['subnet']}.10", f"10.213.{net['subnet']}.11"]
+        out = slurm("netns", "srun", "-N2", "bash", "-c", "echo $(hostname) $(ip -4 -o addr show eth0)").stdout
+        lines = sorted(out.splitlines())
+        assert [line.split()[0] for line in lines] == ["gpu-0", "gpu-1"]
+        assert f"10.213.{net['subnet']}.10/24" in lines[0] and f"10.213.{net['subnet']}.11/24" in lines[1]
+        assert set(namespaces) <= set(_ip("netns", "list").split())
+
+        api.scale_cluster("netns", "gpu", 1)
+        assert namespaces[1] not in _ip("netns", "list").split()
+    finally:
+        api.delete_cluster("netns")
+    assert not set(namespaces) & set(_ip("netns", "list").split())
+    assert bridge not in _ip("-br", "link")
+
+
+def _ip(*argv: str) -> str:
+    return subprocess.run(["ip", *argv], capture_output=True, text=True, check=True, timeout=30).stdout

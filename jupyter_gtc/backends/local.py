@@ -158,7 +158,7 @@ class LocalBackend(Backend):
         """Make the running daemons match ``spec``: write the config, stop nodes that are not
         in it, (re)start slurmctld, start nodes that are missing, wait until all are ready."""
         root = Path(runtime["dir"])
-        run, env = root / "run", {"SLURM_CONF": str(root / "etc" / "slurm.conf")}
+        run, env = root / "run", self.client_env(runtime)
         wanted = _node_names(spec)
         ports, slots = runtime["node_ports"], runtime.setdefault("node_slots", {})
         for name in list(ports):
@@ -257,8 +257,12 @@ class LocalBackend(Backend):
 
     def _start_munged(self, root: Path, sock_dir: Path) -> None:
         munge = root / "munge"
-        sock_dir.mkdir(parents=True, exist_ok=True)
-        sock_dir.chmod(0o711)  # 0700 makes clients fail with "Socket is inaccessible"
+        try:
+            sock_dir.mkdir(parents=True, exist_ok=True)
+            sock_dir.chmod(0o711)  # 0700 makes clients fail with "Socket is inaccessible"
+        except OSError as e:
+            raise ClusterStartError(f"cannot make munge's socket folder {sock_dir}: {e.strerror}; "
+                                    "remove whatever is in the way and create the cluster again") from None
         daemons.start("munged", [
             "munged", "--foreground", f"--socket={sock_dir / 'munge.socket'}",
             f"--key-file={munge / 'munge.key'}", f"--seed-file={munge / 'seed'}",

@@ -224,14 +224,9 @@ def _check_semantics(spec: ClusterSpec) -> list[SpecError]:
         errors.append(SpecError("display_name", spec.display_name,
                                 "use 1 to 10 lowercase letters, digits or hyphens, starting with a letter"))
     pool_ids = [p.id for p in spec.node_pools]
-    seen: set[str] = set()
+    errors += _check_ids(pool_ids, "node_pools", "pool")
     for i, pool in enumerate(spec.node_pools):
         where = f"node_pools[{i}]"
-        if not ID_RE.match(pool.id):
-            errors.append(SpecError(f"{where}.id", pool.id, ID_RULE))
-        if pool.id in seen:
-            errors.append(SpecError(f"{where}.id", pool.id, "pool ids must be unique"))
-        seen.add(pool.id)
         errors += _check_machine(pool.machine_spec, f"{where}.machine_spec")
         scaling = pool.scaling_spec
         if scaling.min_node_count != scaling.max_node_count:
@@ -243,14 +238,9 @@ def _check_semantics(spec: ClusterSpec) -> list[SpecError]:
     if login is not None and login not in pool_ids:
         errors.append(SpecError("orchestrator_spec.slurm_spec.login_node_pool_id", login,
                                 f"it must name one of the node pools: {', '.join(pool_ids)}"))
-    part_ids: set[str] = set()
+    errors += _check_ids([p.id for p in slurm.partitions], "orchestrator_spec.slurm_spec.partitions", "partition")
     for i, part in enumerate(slurm.partitions):
         where = f"orchestrator_spec.slurm_spec.partitions[{i}]"
-        if not ID_RE.match(part.id):
-            errors.append(SpecError(f"{where}.id", part.id, ID_RULE))
-        if part.id in part_ids:
-            errors.append(SpecError(f"{where}.id", part.id, "partition ids must be unique"))
-        part_ids.add(part.id)
         for j, pool_id in enumerate(part.node_pool_ids):
             if pool_id not in pool_ids:
                 errors.append(SpecError(f"{where}.node_pool_ids[{j}]", pool_id,
@@ -258,6 +248,18 @@ def _check_semantics(spec: ClusterSpec) -> list[SpecError]:
             elif pool_id == login:
                 errors.append(SpecError(f"{where}.node_pool_ids[{j}]", pool_id,
                                         "the login pool runs no jobs; list only compute pools in partitions"))
+    return errors
+
+
+def _check_ids(ids: list[str], where: str, kind: str) -> list[SpecError]:
+    """Ids become Slurm names and file names: each must be well formed and unique."""
+    errors, seen = [], set()
+    for i, id_ in enumerate(ids):
+        if not ID_RE.match(id_):
+            errors.append(SpecError(f"{where}[{i}].id", id_, ID_RULE))
+        if id_ in seen:
+            errors.append(SpecError(f"{where}[{i}].id", id_, f"{kind} ids must be unique"))
+        seen.add(id_)
     return errors
 
 

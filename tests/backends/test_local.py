@@ -234,3 +234,27 @@ def test_network_namespaces_give_each_node_its_own_hostname_and_ip(slurm_availab
 
 def _ip(*argv: str) -> str:
     return subprocess.run(["ip", *argv], capture_output=True, text=True, check=True, timeout=30).stdout
+
+
+def test_a_create_that_fails_halfway_leaves_nothing_behind(slurm_available, tmp_path):
+    import hashlib
+
+    from jupyter_gtc.exceptions import ClusterStartError
+
+    # Put a file where munge's socket folder must go: creation fails after the cluster's
+    # folder, config and key were made, and must undo all of it.
+    root = Path(os.environ["GTC_HOME"]) / "clusters" / "blocked"
+    blocker = Path("/run/jupyter_gtc") / hashlib.sha1(str(root).encode()).hexdigest()[:6]
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("in the way")
+    try:
+        with pytest.raises(ClusterStartError) as info:
+            api.create_cluster(small_gpu_spec("blocked", nodes=2))
+        assert str(blocker) in str(info.value)
+        assert "blocked" not in [c.name for c in api.list_clusters()]
+        assert not root.exists()
+    finally:
+        blocker.unlink()
+    cluster = api.create_cluster(small_gpu_spec("blocked", nodes=2))  # nothing left in the way
+    assert len(cluster.nodes) == 2
+    api.delete_cluster("blocked")

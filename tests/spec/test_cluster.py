@@ -190,3 +190,13 @@ def test_validation_does_not_change_the_input():
     before = copy.deepcopy(data)
     parse_cluster_spec(data)
     assert data == before
+
+
+def test_duplicate_pool_and_partition_ids():
+    data = small_gpu_spec("demo")
+    data["nodePools"][1]["id"] = "gpu"
+    data["orchestratorSpec"]["slurmSpec"]["loginNodePoolId"] = None
+    data["orchestratorSpec"]["slurmSpec"]["partitions"].append({"id": "train", "nodePoolIds": ["gpu"]})
+    errors = {(e.field, e.expected) for e in errors_of(data)}
+    assert errors == {("node_pools[1].id", "pool ids must be unique"),
+                      ("orchestrator_spec.slurm_spec.partitions[1].id", "partition ids must be unique")}

@@ -13,19 +13,30 @@ from typing import Any
 
 from .backends.base import Progress, no_progress
 from .services.clusters import Cluster, ClusterService
+from .services.jobs import Job, JobService
+from .slurm.parse import JobStatus
 from .spec.cluster import ClusterSpec, load_cluster_spec, parse_cluster_spec
 from .state import default_home, open_store
 
 _lock = threading.Lock()
-_services: dict[Path, ClusterService] = {}
+_services: dict[Path, tuple[ClusterService, JobService]] = {}
 
 
-def _clusters() -> ClusterService:
+def _services_for_home() -> tuple[ClusterService, JobService]:
     home = default_home()  # read each call so GTC_HOME set later (tests, notebooks) applies
     with _lock:
         if home not in _services:
-            _services[home] = ClusterService(open_store(home), home)
+            clusters = ClusterService(open_store(home), home)
+            _services[home] = (clusters, JobService(clusters.store, clusters))
         return _services[home]
+
+
+def _clusters() -> ClusterService:
+    return _services_for_home()[0]
+
+
+def _jobs() -> JobService:
+    return _services_for_home()[1]
 
 
 def create_cluster(spec: ClusterSpec | dict[str, Any] | str | Path, backend: str = "local",
@@ -64,6 +75,42 @@ def delete_cluster(name: str, progress: Progress = no_progress) -> None:
     _clusters().delete(name, progress)
 
 
+def submit_job(cluster: str, script: str, options: list[str] | None = None) -> Job:
+    """Submit an sbatch script. ``options`` are sbatch's (``["--nodes=2", "--gpus-per-node=2"]``)
+    and win over the script's ``#SBATCH`` lines. The job gets its own folder
+    ``<GTC_HOME>/jobs/<cluster>/<name>-<time>/`` with ``model/``, ``checkpoints/``, ``logs/``
+    and the ``AIP_*`` variables pointing at them."""
+    return _jobs().submit(cluster, script, options)
+
+
+def get_job(ref: str, cluster: str | None = None) -> Job:
+    """A job by Slurm id or name (the newest of that name), from any earlier session too."""
+    return _jobs().get(str(ref), cluster)
+
+
+def list_jobs(cluster: str | None = None) -> list[Job]:
+    """Jobs submitted through jupyter_gtc, newest first."""
+    return _jobs().list(cluster)
+
+
+def cancel_job(ref: str, cluster: str | None = None) -> Job:
+    return get_job(ref, cluster).cancel()
+
+
+def requeue_job(ref: str, cluster: str | None = None) -> Job:
+    return get_job(ref, cluster).requeue()
+
+
+def cluster_queue(cluster: str) -> list[JobStatus]:
+    """What ``squeue`` shows for the cluster: every job slurmctld knows, finished ones for a while."""
+    return _jobs().queue(cluster)
+
+
+def job_poller(cluster: str):
+    """The process's one poller for ``cluster`` (widgets subscribe to it)."""
+    return _jobs().poller(cluster)
+
+
 def doctor() -> list[tuple[str, bool, str]]:
     """What each backend needs here: (check, ok, how to fix) rows."""
     from .services.doctor import run_checks
@@ -71,5 +118,6 @@ def doctor() -> list[tuple[str, bool, str]]:
     return run_checks(default_home())
 
 
-__all__ = ["load_cluster_spec", "parse_cluster_spec", "create_cluster", "get_cluster", "list_clusters", "scale_cluster", "cluster_env", "delete_cluster", "doctor",
+__all__ = ["load_cluster_spec", "parse_cluster_spec", "create_cluster", "get_cluster", "list_clusters", "scale_cluster", "cluster_env", "delete_cluster",
+           "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "cluster_queue", "job_poller", "doctor", "Job",
            "Cluster", "ClusterSpec"]

@@ -73,5 +73,21 @@ class BackendUnavailable(GtcError):
     """The backend cannot run here (missing programs, permissions); the message says how to fix it."""
 
 
+class JobNotFound(GtcError):
+    """No job with that id or name is known."""
+
+
+class JobSubmitError(GtcError):
+    """sbatch refused the job; the message is Slurm's own."""
+
+    def __init__(self, message: str, argv: Sequence[str] = ()):
+        self.argv = list(argv)
+        super().__init__(f"sbatch refused the job: {message}")
+
+
+class JobTimeout(GtcError):
+    """A wait ran out of time; the job itself goes on."""
+
+
 class ClusterStartError(GtcError):
     """A cluster's daemons did not come up; the message carries the relevant log lines."""

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..slurm.commands import SlurmCommands
 from ..slurm.parse import NodeStatus
 from ..spec.cluster import ClusterSpec
 
@@ -52,6 +53,10 @@ class Backend(ABC):
     @abstractmethod
     def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
         """Environment under which Slurm's own commands (sinfo, sbatch, ...) reach this cluster."""
+
+    @abstractmethod
+    def commands(self, runtime: dict[str, Any]) -> SlurmCommands:
+        """Slurm's command-line tools, pointed at this cluster."""
 
     @abstractmethod
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:

@@ -27,6 +27,7 @@ from ..exceptions import BackendUnavailable, ClusterBusy, ClusterStartError, Com
 from ..slurm.commands import SlurmCommands
 from ..slurm.render import (
     UNSAFE_IN_CONF, NodeDecl, PartitionDecl, SlurmLayout, render_gres_conf, render_script_chain, render_slurm_conf,
+    render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool
 from . import daemons, netns
@@ -100,7 +101,7 @@ class LocalBackend(Backend):
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         removed = sorted(set(_node_names(old)) - set(_node_names(new)))
         if removed:
-            busy = self._commands(runtime).job_ids(removed)
+            busy = self.commands(runtime).job_ids(removed)
             if busy:
                 raise ClusterBusy(
                     f"nodes {', '.join(removed)} would be removed but run job(s) {', '.join(busy)}; "
@@ -147,7 +148,7 @@ class LocalBackend(Backend):
                 "slurmctld is not running (local clusters stop when the machine restarts); "
                 f"delete the cluster with `gtc cluster delete {spec.name}` and create it again"))
         try:
-            nodes = self._commands(runtime).nodes()
+            nodes = self.commands(runtime).nodes()
         except CommandError as e:
             return ClusterStatus(False, details=details, problem=str(e))
         return ClusterStatus(True, nodes=nodes, details=details)
@@ -206,7 +207,7 @@ class LocalBackend(Backend):
         if running & set(wanted) and restart_controller:
             # Nodes that stayed up re-read slurm.conf and learn the new node list.
             self._wait_controller(runtime)
-            self._commands(runtime).reconfigure()
+            self.commands(runtime).reconfigure()
         self._wait_ready(spec, runtime, progress)
 
     def _write_config(self, spec: ClusterSpec, runtime: dict[str, Any]) -> None:
@@ -230,6 +231,8 @@ class LocalBackend(Backend):
             partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog)
         _atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
         _atomic_write(etc / "gres.conf", render_gres_conf(layout))
+        _atomic_write(etc / "task_prolog.sh", render_task_prolog(etc / "slurm.conf"))
+        (etc / "task_prolog.sh").chmod(0o755)
 
     def _node_decl(self, pool: NodePool, name: str, spec: ClusterSpec, runtime: dict[str, Any]) -> NodeDecl:
         machine, scale = pool.machine, spec.local.resource_scale
@@ -273,7 +276,7 @@ class LocalBackend(Backend):
 
     def _wait_controller(self, runtime: dict[str, Any]) -> None:
         root = Path(runtime["dir"])
-        commands = self._commands(runtime)
+        commands = self.commands(runtime)
 
         def up() -> bool:
             if daemons.find("slurmctld", root / "run") is None:
@@ -287,7 +290,7 @@ class LocalBackend(Backend):
     def _wait_ready(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         self._wait_controller(runtime)
         root = Path(runtime["dir"])
-        commands, wanted = self._commands(runtime), set(_node_names(spec))
+        commands, wanted = self.commands(runtime), set(_node_names(spec))
         progress(f"waiting for {len(wanted)} node(s) to be idle")
         last: list = []
 
@@ -311,15 +314,15 @@ class LocalBackend(Backend):
         _wait_for(ready, READY_TIMEOUT, not_ready)
 
     def _cancel_all(self, runtime: dict[str, Any]) -> None:
-        commands = self._commands(runtime)
+        commands = self.commands(runtime)
         try:
             commands.cancel(commands.job_ids())
             _wait_for(lambda: not commands.job_ids(), 5, lambda: TimeoutError())
         except (CommandError, TimeoutError):
             pass  # the namespaces die with their nodes anyway; cancelling first is the polite part
 
-    def _commands(self, runtime: dict[str, Any]) -> SlurmCommands:
-        return SlurmCommands(self.client_env(runtime))
+    def commands(self, runtime: dict[str, Any]) -> SlurmCommands:
+        return SlurmCommands(self.client_env(runtime), jobcomp_file=Path(runtime["dir"]) / "log" / "jobcomp.txt")
 
     def _remove(self, root: Path) -> None:
         run = root / "run"

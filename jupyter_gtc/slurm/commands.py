@@ -5,14 +5,17 @@ The cluster is chosen by ``SLURM_CONF``; the same class will serve an SSH runner
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .. import _process
-from .parse import NodeStatus, parse_scontrol_nodes
+from .parse import JobStatus, NodeStatus, parse_jobcomp, parse_scontrol_nodes, parse_squeue_json
 
 
 class SlurmCommands:
-    def __init__(self, env: dict[str, str], timeout: float = 30):
+    def __init__(self, env: dict[str, str], timeout: float = 30, jobcomp_file: Path | None = None):
         self.env = env
         self.timeout = timeout
+        self.jobcomp_file = jobcomp_file
 
     def run(self, argv: list[str], *, check: bool = True, timeout: float | None = None) -> _process.Result:
         return _process.run(argv, env=self.env, check=check, timeout=timeout or self.timeout)
@@ -35,6 +38,31 @@ class SlurmCommands:
     def cancel(self, job_ids: list[str]) -> None:
         if job_ids:
             self.run(["scancel", *job_ids])
+
+    def submit(self, script: Path, options: list[str], env: dict[str, str], cwd_option: Path) -> str:
+        """``sbatch --parsable``; options on the command line win over the script's #SBATCH lines."""
+        result = _process.run(["sbatch", "--parsable", f"--chdir={cwd_option}", *options, str(script)],
+                              env={**env, **self.env}, timeout=self.timeout)
+        return result.stdout.strip().split(";")[0]
+
+    def queue(self) -> list[JobStatus]:
+        """Every job slurmctld still knows, finished ones included (for MinJobAge), in one call.
+        (``squeue --json`` ignores filters such as -j in 22.05, so callers filter.)"""
+        return parse_squeue_json(self.run(["squeue", "--json", "--states=all"]).stdout)
+
+    def finished_jobs(self, offset: int = 0) -> tuple[list[JobStatus], int]:
+        """Jobs recorded by jobcomp/filetxt after byte ``offset``; returns them and the new offset.
+        Only whole lines are consumed, so a line being written is read on the next call."""
+        if self.jobcomp_file is None or not self.jobcomp_file.exists():
+            return [], offset
+        with open(self.jobcomp_file, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        return parse_jobcomp(complete.decode(errors="replace")), offset + len(complete)
+
+    def requeue(self, job_id: str) -> None:
+        self.run(["scontrol", "requeue", job_id])
 
     def reconfigure(self) -> None:
         self.run(["scontrol", "reconfigure"])

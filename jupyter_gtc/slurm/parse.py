@@ -123,3 +123,115 @@ def _int(value: str | None) -> int:
 
 def _none(value: str | None) -> str | None:
     return None if value in (None, "", "(null)", "none", "None") else value
+
+
+# -- jobs --------------------------------------------------------------------------------
+
+FINISHED_STATES = frozenset({
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+    "BOOT_FAIL", "DEADLINE",
+})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """One job (or one array task) as Slurm reports it."""
+
+    job_id: str                  # Slurm's id of this job or task: "42", or "41_3" for an array task
+    state: str                   # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
+    exit_code: int | None = None  # the batch script's exit status once finished
+    reason: str | None = None    # why it waits or failed (Resources, Dependency, NonZeroExitCode, ...)
+    nodes: str = ""
+    name: str = ""
+    array_job_id: str | None = None
+    array_task_id: int | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    restart_count: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+    @property
+    def parent_id(self) -> str:
+        """The id a user submitted: the array's id for an array task, else the job's."""
+        return self.array_job_id or self.job_id
+
+
+def parse_squeue_json(text: str) -> list[JobStatus]:
+    """Parse ``squeue --json`` (openapi v0.0.38, Slurm 22.05; newer layouts nest some
+    fields as ``{"number": ..., "set": true}`` and state as a list, handled here too)."""
+    import json
+
+    jobs = []
+    for j in json.loads(text).get("jobs", []):
+        array_job = _number(j.get("array_job_id"))
+        array_task = _number(j.get("array_task_id"))
+        is_task = bool(array_job) and array_task is not None
+        state = j.get("job_state")
+        state = state[0] if isinstance(state, list) else state
+        jobs.append(JobStatus(
+            job_id=f"{array_job}_{array_task}" if is_task else str(j["job_id"]),
+            state=state or "UNKNOWN",
+            exit_code=_wait_status(_number(j.get("exit_code")), state),
+            reason=_none(j.get("state_reason")),
+            nodes=j.get("nodes") or "",
+            name=j.get("name") or "",
+            array_job_id=str(array_job) if is_task else None,
+            array_task_id=array_task if is_task else None,
+            start_time=_time(j.get("start_time")),
+            end_time=_time(j.get("end_time")) if state in FINISHED_STATES else None,
+            restart_count=_number(j.get("restart_cnt")) or 0,
+        ))
+    return jobs
+
+
+def parse_jobcomp(text: str) -> list[JobStatus]:
+    """Parse jobcomp/filetxt lines: finished jobs, once they have left slurmctld's memory."""
+    from datetime import datetime
+
+    jobs = []
+    for line in text.splitlines():
+        if not line.startswith("JobId="):
+            continue
+        kv = parse_key_values(line)
+        array_job, array_task = kv.get("ArrayJobId"), kv.get("ArrayTaskId")
+        code, _, signal = kv.get("ExitCode", "0:0").partition(":")
+        jobs.append(JobStatus(
+            job_id=f"{array_job}_{array_task}" if array_job else kv["JobId"],
+            state=kv.get("JobState", "UNKNOWN"),
+            exit_code=_int(code) if _int(signal) == 0 else 128 + _int(signal),
+            nodes=kv.get("NodeList", ""),
+            name=kv.get("Name", ""),
+            array_job_id=array_job,
+            array_task_id=int(array_task) if array_task else None,
+            start_time=_iso(kv.get("StartTime"), datetime),
+            end_time=_iso(kv.get("EndTime"), datetime),
+        ))
+    return jobs
+
+
+def _number(value):
+    if isinstance(value, dict):  # Slurm >= 23.02: {"set": true, "infinite": false, "number": 3}
+        return value.get("number") if value.get("set", True) else None
+    return value
+
+
+def _wait_status(status: int | None, state: str | None) -> int | None:
+    """squeue reports a raw wait status (768 = exit 3); a signal becomes 128 + signal."""
+    if status is None or state not in FINISHED_STATES:
+        return None
+    return status >> 8 if status & 0x7F == 0 else 128 + (status & 0x7F)
+
+
+def _time(value) -> float | None:
+    value = _number(value)
+    return float(value) if value else None
+
+
+def _iso(value: str | None, datetime) -> float | None:
+    try:
+        return datetime.fromisoformat(value).timestamp() if value and value != "Unknown" else None
+    except ValueError:
+        return None

@@ -95,6 +95,7 @@ def render_slurm_conf(layout: SlurmLayout) -> str:
         "GresTypes=gpu",
         "MpiDefault=none",
     ]
+    lines.append(f"TaskProlog={layout.etc}/task_prolog.sh")
     if layout.has_prolog:
         lines.append(f"Prolog={layout.etc}/prolog.sh")
     if layout.has_epilog:
@@ -125,6 +126,29 @@ def render_gres_conf(layout: SlurmLayout) -> str:
         for path in n.gpu_files:
             lines.append(f"NodeName={n.name} Name=gpu{type_part} File={path}")
     return "\n".join(lines) + "\n"
+
+
+_TASK_PROLOG = r"""#!/bin/bash
+# Written by jupyter_gtc: CLOUD_ML_JOB_ID and CLUSTER_SPEC, as Vertex AI sets them.
+echo "export CLOUD_ML_JOB_ID=$SLURM_JOB_ID"
+hosts=$(SLURM_CONF=@SLURM_CONF@ scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null)
+chief="" workers="" i=0
+for h in $hosts; do
+  if [ $i -eq 0 ]; then chief="\"$h:2222\""; else workers="$workers${workers:+,}\"$h:2222\""; fi
+  i=$((i + 1))
+done
+node=${SLURM_NODEID:-0}
+if [ "$node" -eq 0 ]; then type=workerpool0 index=0; else type=workerpool1 index=$((node - 1)); fi
+pools="\"workerpool0\":[$chief]"
+[ -n "$workers" ] && pools="$pools,\"workerpool1\":[$workers]"
+echo "export CLUSTER_SPEC={\"cluster\":{$pools},\"environment\":\"cloud\",\"task\":{\"type\":\"$type\",\"index\":$index},\"job\":{\"slurm_job_id\":\"$SLURM_JOB_ID\"}}"
+"""
+
+
+def render_task_prolog(slurm_conf: Path) -> str:
+    """Slurm runs this before every task and sets each ``export K=V`` line it prints in the
+    task's environment: the parts of the Vertex AI job contract only known at run time."""
+    return _TASK_PROLOG.replace("@SLURM_CONF@", _sh_quote(str(slurm_conf)))
 
 
 def render_script_chain(scripts: list[Path]) -> str:

@@ -40,6 +40,35 @@ class ClusterRecord:
     updated_at: float = 0.0
 
 
+@dataclass
+class JobRecord:
+    cluster: str
+    slurm_id: str
+    name: str
+    state: str
+    job_dir: str
+    options: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+    tasks: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    submitted_at: float = 0.0
+    updated_at: float = 0.0
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration into statements. (executescript would commit our transaction,
+    and a plain split on ';' breaks on a ';' inside a comment or string.)"""
+    statements, pending = [], ""
+    for line in sql.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending)
+            pending = ""
+    if pending.strip() and not all(l.strip().startswith("--") or not l.strip() for l in pending.splitlines()):
+        raise ValueError(f"unterminated statement in migration: {pending.strip()[:60]}")
+    return statements
+
+
 def _migrations() -> list[tuple[int, str]]:
     folder = resources.files(__package__) / "migrations"
     found = []
@@ -80,9 +109,8 @@ class Store:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         for number, sql in _migrations():
             if number > version:
-                for statement in sql.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
+                for statement in _statements(sql):
+                    db.execute(statement)
                 db.execute(f"PRAGMA user_version = {int(number)}")
 
     @property
@@ -131,8 +159,58 @@ class Store:
                 raise ClusterNotFound(name)
 
     def remove_cluster(self, name: str) -> None:
+        """Forget a cluster and its jobs (a new cluster of that name numbers jobs from 1 again;
+        the jobs' folders stay on disk)."""
         with self._connect() as db:
+            db.execute("DELETE FROM jobs WHERE cluster = ?", (name,))
             db.execute("DELETE FROM clusters WHERE name = ?", (name,))
+
+
+    # -- jobs ------------------------------------------------------------------------
+
+    def add_job(self, job: JobRecord) -> None:
+        now = time.time()
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO jobs (cluster, slurm_id, name, state, exit_code, job_dir, options, tasks, reason,"
+                " submitted_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job.cluster, job.slurm_id, job.name, job.state, job.exit_code, job.job_dir,
+                 json.dumps(job.options), json.dumps(job.tasks), job.reason, now, now),
+            )
+        job.submitted_at = job.updated_at = now
+
+    def get_job(self, cluster: str, slurm_id: str) -> JobRecord | None:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM jobs WHERE cluster = ? AND slurm_id = ?", (cluster, slurm_id)).fetchone()
+        return _job(row) if row else None
+
+    def find_jobs(self, *, cluster: str | None = None, name: str | None = None,
+                  slurm_id: str | None = None) -> list[JobRecord]:
+        """Jobs matching every given filter, newest first."""
+        where, args = [], []
+        for column, value in (("cluster", cluster), ("name", name), ("slurm_id", slurm_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = "SELECT * FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
+        with self._connect() as db:
+            return [_job(r) for r in db.execute(sql + " ORDER BY submitted_at DESC", args)]
+
+    def update_job(self, cluster: str, slurm_id: str, *, state: str, exit_code: int | None,
+                   tasks: dict[str, Any], reason: str | None) -> None:
+        with self._connect() as db:
+            db.execute("UPDATE jobs SET state = ?, exit_code = ?, tasks = ?, reason = ?, updated_at = ?"
+                       " WHERE cluster = ? AND slurm_id = ?",
+                       (state, exit_code, json.dumps(tasks), reason, time.time(), cluster, slurm_id))
+
+
+def _job(row: sqlite3.Row) -> JobRecord:
+    return JobRecord(
+        cluster=row["cluster"], slurm_id=row["slurm_id"], name=row["name"], state=row["state"],
+        job_dir=row["job_dir"], options=json.loads(row["options"]), exit_code=row["exit_code"],
+        tasks=json.loads(row["tasks"]), reason=row["reason"], submitted_at=row["submitted_at"],
+        updated_at=row["updated_at"],
+    )
 
 
 def _record(row: sqlite3.Row) -> ClusterRecord:

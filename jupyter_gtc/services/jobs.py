@@ -1,0 +1,234 @@
+"""Jobs: submit an sbatch script to a cluster, follow it, cancel or requeue it.
+
+A ``Job`` is a handle backed by the state store (it survives a kernel restart) whose live
+state comes from the cluster's one ``ClusterPoller``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..backends import get_backend
+from ..exceptions import ClusterBusy, CommandError, GtcError, JobNotFound, JobSubmitError, JobTimeout, SpecError
+from ..slurm.parse import FINISHED_STATES, JobStatus
+from ..spec.cluster import parse_cluster_spec
+from ..spec.job import option, parse_options, safe_name, sbatch_directives
+from ..state import JobRecord, Store
+from .clusters import RUNNING, ClusterService
+from .logs import LogFollower, tail_lines
+from .poller import ClusterPoller, JobView
+
+
+class Job:
+    """A submitted job (an array is one Job). Cheap to create; ask it for fresh state."""
+
+    def __init__(self, record: JobRecord, service: "JobService"):
+        self._record = record
+        self._service = service
+
+    cluster = property(lambda self: self._record.cluster)
+    id = property(lambda self: self._record.slurm_id)
+    name = property(lambda self: self._record.name)
+    job_dir = property(lambda self: Path(self._record.job_dir))
+
+    @property
+    def _view(self) -> JobView | None:
+        return self._service.poller(self.cluster).view(self.id)
+
+    @property
+    def state(self) -> str:
+        view = self._view
+        return view.state if view else self._record.state
+
+    @property
+    def exit_code(self) -> int | None:
+        view = self._view
+        return view.exit_code if view else self._record.exit_code
+
+    @property
+    def tasks(self) -> dict[str, dict[str, Any]]:
+        view = self._view
+        return view.tasks if view else self._record.tasks
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+    @property
+    def elapsed(self) -> float | None:
+        view = self._view
+        if view is None or view.start_time is None:
+            return None
+        return (view.end_time or time.time()) - view.start_time
+
+    @property
+    def nodes(self) -> str:
+        view = self._view
+        return view.nodes if view else ""
+
+    @property
+    def log_path(self) -> Path:
+        """The batch script's output (for an array, its first task's)."""
+        found = sorted(self.job_dir.glob(f"slurm-{self.id}*.out"))
+        return found[0] if found else self.job_dir / f"slurm-{self.id}.out"
+
+    def wait(self, timeout: float | None = None) -> "Job":
+        """Block until the job has finished; raises ``JobTimeout`` after ``timeout`` seconds."""
+        view = self._service.poller(self.cluster).wait_for(self.id, lambda v: v.finished, timeout)
+        if view is None or not view.finished:
+            raise JobTimeout(f"job {self.id} ({self.name}) is still {self.state} after {timeout} s")
+        return self
+
+    def wait_until_running(self, timeout: float | None = None) -> "Job":
+        view = self._service.poller(self.cluster).wait_for(
+            self.id, lambda v: v.state not in ("PENDING", "CONFIGURING"), timeout)
+        if view is None or view.state in ("PENDING", "CONFIGURING"):
+            raise JobTimeout(f"job {self.id} ({self.name}) has not started after {timeout} s")
+        return self
+
+    def logs(self, tail: int | None = None) -> str:
+        """The job's output so far; only the last ``tail`` lines when given."""
+        if tail is not None:
+            return tail_lines(self.log_path, tail)
+        return LogFollower(self.log_path).read_new(limit=-1)
+
+    def follow(self) -> LogFollower:
+        """An incremental reader of the log: each ``read_new()`` returns only what was added."""
+        return LogFollower(self.log_path)
+
+    def cancel(self) -> "Job":
+        self._service.cancel(self)
+        return self
+
+    def requeue(self) -> "Job":
+        self._service.requeue(self)
+        return self
+
+    def refresh(self) -> "Job":
+        self._service.poller(self.cluster).watch(self.id)
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "id": self.id, "name": self.name, "state": self.state,
+                "exit_code": self.exit_code, "nodes": self.nodes, "elapsed": self.elapsed,
+                "job_dir": str(self.job_dir), "tasks": self.tasks, "submitted_at": self._record.submitted_at}
+
+    def __repr__(self) -> str:
+        code = f", exit_code={self.exit_code}" if self.exit_code is not None else ""
+        return f"<Job {self.id} {self.name!r} on {self.cluster}: {self.state}{code}>"
+
+
+class JobService:
+    def __init__(self, store: Store, clusters: ClusterService):
+        self.store = store
+        self.clusters = clusters
+        self._pollers: dict[str, ClusterPoller] = {}
+        self._lock = threading.Lock()
+
+    def poller(self, cluster: str) -> ClusterPoller:
+        with self._lock:
+            if cluster not in self._pollers:
+                self._pollers[cluster] = ClusterPoller(cluster, lambda: self._commands(cluster), self.store)
+            return self._pollers[cluster]
+
+    def _commands(self, cluster: str):
+        record = self.store.get_cluster(cluster)
+        return get_backend(record.backend, self.clusters.home).commands(record.runtime)
+
+    def submit(self, cluster: str, script: str, options: list[str] | None = None) -> Job:
+        """Submit ``script`` to ``cluster``; ``options`` (sbatch's) win over its #SBATCH lines."""
+        record = self.store.get_cluster(cluster)
+        if record.state != RUNNING:
+            raise ClusterBusy(f"cluster {cluster} is {record.state}; jobs can be submitted when it is RUNNING")
+        options = list(options or [])
+        pairs = parse_options(sbatch_directives(script) + options)
+        spec = parse_cluster_spec(record.spec)
+        partition = option(pairs, "partition")
+        partitions = [p.id for p in spec.slurm.partitions]
+        if partition is not None and partition not in partitions:
+            raise SpecError("partition", partition, f"partitions of {cluster}: {', '.join(partitions)}")
+        name = option(pairs, "job-name") or "job"
+        array = option(pairs, "array")
+
+        job_dir = self._new_job_dir(cluster, name)
+        (job_dir / "job.sbatch").write_text(script if script.startswith("#!") else "#!/bin/bash\n" + script)
+        extra = [] if option(pairs, "job-name") else [f"--job-name={name}"]
+        if option(pairs, "output") is None:
+            extra.append(f"--output={job_dir}/slurm-{'%A_%a' if array else '%j'}.out")
+        env = self._contract_env(cluster, job_dir, spec)
+        try:
+            slurm_id = self._commands(cluster).submit(job_dir / "job.sbatch", [*extra, *options], env,
+                                                      cwd_option=job_dir)
+        except CommandError as e:
+            shutil.rmtree(job_dir, ignore_errors=True)  # nothing half-recorded
+            raise JobSubmitError(e.stderr.strip() or str(e), argv=e.argv) from None
+        job = JobRecord(cluster, slurm_id, name, "PENDING", str(job_dir), options)
+        self.store.add_job(job)
+        self.poller(cluster).watch(slurm_id)
+        return Job(job, self)
+
+    def get(self, ref: str, cluster: str | None = None) -> Job:
+        """A job by Slurm id or by name (the newest of that name)."""
+        found = self.store.find_jobs(cluster=cluster, slurm_id=ref) or self.store.find_jobs(cluster=cluster, name=ref)
+        if not found:
+            where = f" on {cluster}" if cluster else ""
+            raise JobNotFound(f"no job {ref!r}{where}; `gtc job list` shows the jobs jupyter_gtc knows")
+        job = Job(found[0], self)
+        if found[0].state not in FINISHED_STATES:
+            job.refresh()
+        return job
+
+    def list(self, cluster: str | None = None) -> list[Job]:
+        jobs = [Job(r, self) for r in self.store.find_jobs(cluster=cluster)]
+        for job in jobs:
+            if job._record.state not in FINISHED_STATES:
+                job.refresh()
+        return jobs
+
+    def queue(self, cluster: str) -> list[JobStatus]:
+        """Every job the cluster's slurmctld knows (anyone's, not only ours), in one squeue."""
+        return self._commands(cluster).queue()
+
+    def cancel(self, job: Job) -> None:
+        self._commands(job.cluster).cancel([job.id])
+        poller = self.poller(job.cluster)
+        poller.watch(job.id)
+        poller.poke()
+
+    def requeue(self, job: Job) -> None:
+        try:
+            self._commands(job.cluster).requeue(job.id)
+        except CommandError as e:
+            raise GtcError(f"job {job.id} cannot be requeued: {e.stderr.strip() or e}") from None
+        poller = self.poller(job.cluster)
+        poller.watch(job.id)
+        poller.poke()
+
+    def _new_job_dir(self, cluster: str, name: str) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        base = self.clusters.home / "jobs" / cluster
+        for n in range(1000):
+            job_dir = base / (f"{safe_name(name)}-{stamp}" + (f"-{n}" if n else ""))
+            try:
+                job_dir.mkdir(parents=True)
+                break
+            except FileExistsError:
+                continue
+        for sub in ("model", "checkpoints", "logs"):
+            (job_dir / sub).mkdir()
+        return job_dir
+
+    def _contract_env(self, cluster: str, job_dir: Path, spec) -> dict[str, str]:
+        """The Vertex AI job contract (DESIGN.md). CLOUD_ML_JOB_ID and the per-task parts of
+        CLUSTER_SPEC are set inside each task by the cluster's TaskProlog."""
+        return {
+            "AIP_MODEL_DIR": f"{job_dir}/model/",
+            "AIP_CHECKPOINT_DIR": f"{job_dir}/checkpoints/",
+            "AIP_TENSORBOARD_LOG_DIR": f"{job_dir}/logs/",
+            "GTC_CLUSTER": cluster,
+            "GTC_JOB_DIR": str(job_dir),
+        }

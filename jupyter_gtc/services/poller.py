@@ -1,0 +1,197 @@
+"""One poller per cluster per process: the only thing that asks Slurm how jobs are doing.
+
+Each tick runs one ``squeue --json --states=all`` for every watched job together, however
+many there are, and reads only the new lines of the cluster's job-completion file for jobs
+that have left slurmctld's memory. Widgets, ``Job.wait()`` and the sidebar all read its
+snapshot or subscribe to its changes; none of them polls Slurm itself.
+
+Ticks are fast while watched jobs change and back off (up to ``max_interval``) while
+nothing does. A failed poll is kept as ``warning`` and retried; it never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..slurm.commands import SlurmCommands
+from ..slurm.parse import FINISHED_STATES, JobStatus
+from ..state import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A submitted job (an array as a whole) as of the last tick."""
+
+    slurm_id: str
+    state: str
+    exit_code: int | None = None
+    reason: str | None = None
+    nodes: str = ""
+    start_time: float | None = None
+    end_time: float | None = None
+    restart_count: int = 0
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)  # array task id -> {state, exit_code}
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+
+# Called from the poller's thread after every tick with the jobs that changed (maybe none),
+# so a panel can also pick up new log lines once per tick.
+Listener = Callable[[list[JobView]], None]
+
+
+class ClusterPoller:
+    def __init__(self, cluster: str, commands: Callable[[], SlurmCommands], store: Store,
+                 interval: float = 0.5, max_interval: float = 5.0):
+        self.cluster = cluster
+        self._commands = commands
+        self.store = store
+        self.interval, self.max_interval = interval, max_interval
+        self.warning: str | None = None
+        self.ticks = 0
+        self._views: dict[str, JobView] = {}
+        self._watched: set[str] = set()
+        self._listeners: list[Listener] = []
+        self._jobcomp_offset = 0
+        self._changed = threading.Condition()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- what callers use ---------------------------------------------------------------
+
+    def watch(self, slurm_id: str) -> None:
+        with self._changed:
+            self._watched.add(slurm_id)
+        self._wake.set()
+        self._ensure_thread()
+
+    def view(self, slurm_id: str) -> JobView | None:
+        with self._changed:
+            return self._views.get(slurm_id)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(changed_views)`` from the poller's thread after every tick; returns
+        a function that unsubscribes."""
+        with self._changed:
+            self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def wait_for(self, slurm_id: str, done: Callable[[JobView], bool], timeout: float | None) -> JobView | None:
+        """Block until ``done(view)`` holds for the job, or ``timeout`` seconds pass."""
+        self.watch(slurm_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while True:
+                view = self._views.get(slurm_id)
+                if view is not None and done(view):
+                    return view
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return view
+                self._changed.wait(timeout=remaining if remaining is not None else 1.0)
+
+    def poke(self) -> None:
+        """Tick now (after a cancel or requeue, so the change shows at once)."""
+        self._wake.set()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name=f"gtc-poller-{self.cluster}", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        delay = self.interval
+        while True:
+            with self._changed:
+                if not self._watched:
+                    self._thread = None
+                    return
+            changed = self.tick()
+            delay = self.interval if changed else min(delay * 1.5, self.max_interval)
+            self._wake.wait(delay)
+            self._wake.clear()
+
+    def tick(self) -> bool:
+        """One poll of Slurm for every watched job; returns whether any job changed."""
+        self.ticks += 1
+        try:
+            commands = self._commands()
+            queue = commands.queue()
+            finished, self._jobcomp_offset = commands.finished_jobs(self._jobcomp_offset)
+        except Exception as e:  # noqa: BLE001 - a failed poll is a warning, retried next tick
+            self.warning = f"could not poll {self.cluster}: {e}"
+            log.warning(self.warning)
+            self._notify([])
+            return False
+        self.warning = None
+        by_parent: dict[str, list[JobStatus]] = {}
+        for status in finished + queue:  # queue last: slurmctld's view wins while it has one
+            by_parent.setdefault(status.parent_id, []).append(status)
+        changed = []
+        with self._changed:
+            for slurm_id in list(self._watched):
+                statuses = by_parent.get(slurm_id)
+                if not statuses:
+                    continue
+                view = _aggregate(slurm_id, statuses)
+                if view != self._views.get(slurm_id):
+                    self._views[slurm_id] = view
+                    changed.append(view)
+                if view.finished:
+                    self._watched.discard(slurm_id)
+        for view in changed:
+            self.store.update_job(self.cluster, view.slurm_id, state=view.state, exit_code=view.exit_code,
+                                  tasks=view.tasks, reason=view.reason)
+        self._notify(changed)
+        return bool(changed)
+
+    def _notify(self, changed: list[JobView]) -> None:
+        with self._changed:
+            self._changed.notify_all()
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(changed)
+            except Exception:  # a broken widget must not stop the poller
+                log.exception("poller listener failed")
+
+
+def _aggregate(slurm_id: str, statuses: list[JobStatus]) -> JobView:
+    """One view of a job from its statuses: the job itself, or an array's tasks."""
+    latest: dict[str, JobStatus] = {}
+    for s in statuses:
+        latest[s.job_id] = s
+    tasks = {str(s.array_task_id): {"state": s.state, "exit_code": s.exit_code}
+             for s in latest.values() if s.array_task_id is not None}
+    if not tasks:
+        s = latest.get(slurm_id) or next(iter(latest.values()))
+        return JobView(slurm_id, s.state, s.exit_code, s.reason, s.nodes, s.start_time, s.end_time, s.restart_count)
+    pending_rest = latest.get(slurm_id)  # the array's not-yet-started tasks, if any
+    states = [t["state"] for t in tasks.values()] + ([pending_rest.state] if pending_rest else [])
+    if any(st in ("RUNNING", "COMPLETING") for st in states):
+        state = "RUNNING"
+    elif any(st not in FINISHED_STATES for st in states):
+        state = "PENDING"
+    elif all(st == "COMPLETED" for st in states):
+        state = "COMPLETED"
+    else:  # all finished, not all completed: report the worst outcome
+        state = next((st for st in ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "CANCELLED") if st in states),
+                     next(st for st in states if st != "COMPLETED"))
+    codes = [t["exit_code"] for t in tasks.values() if t["exit_code"] is not None]
+    exit_code = max(codes) if state in FINISHED_STATES and codes else None
+    nodes = ",".join(sorted({s.nodes for s in latest.values() if s.nodes}))
+    starts = [s.start_time for s in latest.values() if s.start_time]
+    ends = [s.end_time for s in latest.values() if s.end_time]
+    return JobView(slurm_id, state, exit_code, None, nodes, min(starts, default=None),
+                   max(ends, default=None) if state in FINISHED_STATES else None, 0, tasks)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends.base import Progress, no_progress
+from .exceptions import ClusterNotFound, GtcError
 from .services.clusters import Cluster, ClusterService
 from .services.jobs import Job, JobService
 from .slurm.parse import JobStatus
@@ -75,6 +76,17 @@ def delete_cluster(name: str, progress: Progress = no_progress) -> None:
     _clusters().delete(name, progress)
 
 
+def resolve_cluster(name: str | None = None) -> str:
+    """``name`` if given, else the only cluster there is; raises naming the choices otherwise."""
+    if name:
+        return name
+    names = [c.name for c in list_clusters(with_status=False)]
+    if len(names) == 1:
+        return names[0]
+    raise ClusterNotFound("(none given)", names) if not names else GtcError(
+        f"several clusters exist ({', '.join(names)}); name one with --cluster")
+
+
 def submit_job(cluster: str, script: str, options: list[str] | None = None) -> Job:
     """Submit an sbatch script. ``options`` are sbatch's (``["--nodes=2", "--gpus-per-node=2"]``)
     and win over the script's ``#SBATCH`` lines. The job gets its own folder
@@ -119,5 +131,5 @@ def doctor() -> list[tuple[str, bool, str]]:
 
 
 __all__ = ["load_cluster_spec", "parse_cluster_spec", "create_cluster", "get_cluster", "list_clusters", "scale_cluster", "cluster_env", "delete_cluster",
-           "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "cluster_queue", "job_poller", "doctor", "Job",
+           "resolve_cluster", "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "cluster_queue", "job_poller", "doctor", "Job",
            "Cluster", "ClusterSpec"]

@@ -67,6 +67,35 @@ def _parser() -> argparse.ArgumentParser:
     delete.add_argument("name")
     delete.set_defaults(func=_delete)
 
+    job = verbs.add_parser("job", help="submit, list, follow and cancel jobs")
+    jv = job.add_subparsers(title="job commands", metavar="VERB")
+
+    submit = jv.add_parser("submit", help="submit an sbatch script; options after it go to sbatch and win over "
+                                          "its #SBATCH lines")
+    submit.add_argument("--cluster", help="the cluster (default: the only one)")
+    submit.add_argument("--wait", action="store_true", help="wait for the job to finish, then print its log")
+    submit.add_argument("file", help="sbatch script, e.g. examples/jobs/hello.sbatch")
+    submit.add_argument("sbatch_options", nargs=argparse.REMAINDER, help="e.g. --nodes 2 --gpus-per-node 2")
+    submit.set_defaults(func=_job_submit)
+
+    jlist = jv.add_parser("list", help="jobs submitted through jupyter_gtc, newest first")
+    jlist.add_argument("--cluster")
+    jlist.add_argument("--json", action="store_true")
+    jlist.set_defaults(func=_job_list)
+
+    logs = jv.add_parser("logs", help="print a job's output; -f follows it until the job ends")
+    logs.add_argument("job", help="Slurm job id or job name")
+    logs.add_argument("--cluster")
+    logs.add_argument("-f", "--follow", action="store_true")
+    logs.add_argument("--tail", type=int, help="only the last N lines")
+    logs.set_defaults(func=_job_logs)
+
+    for verb, helptext in (("cancel", "cancel a job"), ("requeue", "put a job back in the queue")):
+        p_ = jv.add_parser(verb, help=helptext)
+        p_.add_argument("job", help="Slurm job id or job name")
+        p_.add_argument("--cluster")
+        p_.set_defaults(func=_job_cancel if verb == "cancel" else _job_requeue)
+
     doctor = verbs.add_parser("doctor", help="what is installed or missing, and how to fix it")
     doctor.set_defaults(func=_doctor)
     return p
@@ -164,6 +193,66 @@ def _env(args) -> None:
 def _delete(args) -> None:
     api.delete_cluster(args.name, progress=_progress)
     print(f"cluster {args.name} deleted")
+
+
+def _job_submit(args) -> None:
+    from pathlib import Path
+
+    try:
+        script = Path(args.file).read_text()
+    except OSError as e:
+        raise GtcError(f"cannot read {args.file}: {e.strerror}") from None
+    job = api.submit_job(api.resolve_cluster(args.cluster), script, args.sbatch_options)
+    print(f"submitted job {job.id} ({job.name}) to {job.cluster}; output in {job.job_dir}")
+    if args.wait:
+        job.wait()
+        sys.stdout.write(job.logs())
+        print(f"job {job.id} {job.state} (exit code {job.exit_code})")
+        if job.state != "COMPLETED":
+            raise GtcError(f"job {job.id} ended {job.state}")
+
+
+def _job_list(args) -> None:
+    jobs = api.list_jobs(args.cluster)
+    if args.json:
+        print(json.dumps([j.to_json() for j in jobs], indent=2))
+        return
+    from rich.table import Table
+
+    table = Table("ID", "NAME", "CLUSTER", "STATE", "EXIT", "NODES", "ELAPSED", "SUBMITTED", box=None)
+    for j in jobs:
+        elapsed = f"{j.elapsed:.0f}s" if j.elapsed is not None else ""
+        table.add_row(j.id, j.name, j.cluster, j.state, "" if j.exit_code is None else str(j.exit_code),
+                      j.nodes, elapsed, _age(j.to_json()["submitted_at"]) + " ago")
+    _console().print(table)
+
+
+def _job_logs(args) -> None:
+    job = api.get_job(args.job, args.cluster)
+    if not args.follow:
+        sys.stdout.write(job.logs(tail=args.tail))
+        return
+    follower = job.follow()
+    if args.tail is not None:
+        sys.stdout.write(job.logs(tail=args.tail))
+        follower.offset = job.log_path.stat().st_size if job.log_path.exists() else 0
+    while True:
+        finished = job.finished
+        sys.stdout.write(follower.read_new())
+        sys.stdout.flush()
+        if finished:
+            return
+        time.sleep(0.5)
+
+
+def _job_cancel(args) -> None:
+    job = api.cancel_job(args.job, args.cluster)
+    print(f"cancelled job {job.id} ({job.name})")
+
+
+def _job_requeue(args) -> None:
+    job = api.requeue_job(args.job, args.cluster)
+    print(f"requeued job {job.id} ({job.name})")
 
 
 def _doctor(args) -> None:

@@ -60,15 +60,17 @@ class Job:
 
     @property
     def elapsed(self) -> float | None:
+        """Seconds it has run (so far, or in all once finished); None before it starts."""
         view = self._view
-        if view is None or view.start_time is None:
+        start, end = (view.start_time, view.end_time) if view else (self._record.start_time, self._record.end_time)
+        if start is None:
             return None
-        return (view.end_time or time.time()) - view.start_time
+        return (end or time.time()) - start
 
     @property
     def nodes(self) -> str:
         view = self._view
-        return view.nodes if view else ""
+        return view.nodes if view else self._record.nodes
 
     @property
     def log_path(self) -> Path:

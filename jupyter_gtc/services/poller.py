@@ -152,7 +152,8 @@ class ClusterPoller:
                     self._watched.discard(slurm_id)
         for view in changed:
             self.store.update_job(self.cluster, view.slurm_id, state=view.state, exit_code=view.exit_code,
-                                  tasks=view.tasks, reason=view.reason)
+                                  tasks=view.tasks, reason=view.reason, nodes=view.nodes,
+                                  start_time=view.start_time, end_time=view.end_time)
         self._notify(changed)
         return bool(changed)
 

@@ -51,6 +51,9 @@ class JobRecord:
     exit_code: int | None = None
     tasks: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
+    nodes: str = ""
+    start_time: float | None = None
+    end_time: float | None = None
     submitted_at: float = 0.0
     updated_at: float = 0.0
 
@@ -196,19 +199,25 @@ class Store:
         with self._connect() as db:
             return [_job(r) for r in db.execute(sql + " ORDER BY submitted_at DESC", args)]
 
-    def update_job(self, cluster: str, slurm_id: str, *, state: str, exit_code: int | None,
-                   tasks: dict[str, Any], reason: str | None) -> None:
+    _JOB_FIELDS = ("state", "exit_code", "tasks", "reason", "nodes", "start_time", "end_time")
+
+    def update_job(self, cluster: str, slurm_id: str, **changes: Any) -> None:
+        """Record what the poller saw: any of state, exit_code, tasks, reason, nodes, start/end time."""
+        if not changes or set(changes) - set(self._JOB_FIELDS):
+            raise ValueError(f"update_job changes only {self._JOB_FIELDS}, got {sorted(changes)}")
+        columns = ", ".join(f"{k} = ?" for k in changes)
+        values = [json.dumps(v) if k == "tasks" else v for k, v in changes.items()]
         with self._connect() as db:
-            db.execute("UPDATE jobs SET state = ?, exit_code = ?, tasks = ?, reason = ?, updated_at = ?"
-                       " WHERE cluster = ? AND slurm_id = ?",
-                       (state, exit_code, json.dumps(tasks), reason, time.time(), cluster, slurm_id))
+            db.execute(f"UPDATE jobs SET {columns}, updated_at = ? WHERE cluster = ? AND slurm_id = ?",
+                       (*values, time.time(), cluster, slurm_id))
 
 
 def _job(row: sqlite3.Row) -> JobRecord:
     return JobRecord(
         cluster=row["cluster"], slurm_id=row["slurm_id"], name=row["name"], state=row["state"],
         job_dir=row["job_dir"], options=json.loads(row["options"]), exit_code=row["exit_code"],
-        tasks=json.loads(row["tasks"]), reason=row["reason"], submitted_at=row["submitted_at"],
+        tasks=json.loads(row["tasks"]), reason=row["reason"], nodes=row["nodes"], start_time=row["start_time"],
+        end_time=row["end_time"], submitted_at=row["submitted_at"],
         updated_at=row["updated_at"],
     )
 

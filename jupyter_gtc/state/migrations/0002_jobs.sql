@@ -9,6 +9,9 @@ CREATE TABLE jobs (
     options      TEXT NOT NULL DEFAULT '[]',   -- sbatch options given at submit (JSON list)
     tasks        TEXT NOT NULL DEFAULT '{}',   -- array task id -> {state, exit_code} (JSON)
     reason       TEXT,
+    nodes        TEXT NOT NULL DEFAULT '',
+    start_time   REAL,
+    end_time     REAL,
     submitted_at REAL NOT NULL,
     updated_at   REAL NOT NULL,
     PRIMARY KEY (cluster, slurm_id)

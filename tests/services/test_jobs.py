@@ -1,0 +1,172 @@
+"""Jobs on a real local cluster: submit, wait, cancel, requeue, arrays, dependencies, the
+job contract inside the job, logs, one poller for many jobs, and reattaching later."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_gtc import api
+from jupyter_gtc.exceptions import ClusterNotFound, JobSubmitError, SpecError
+from tests.conftest import slurm, small_gpu_spec
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module")
+def jobs_cluster(slurm_available):
+    cluster = api.create_cluster(small_gpu_spec("jobs", nodes=2))
+    yield cluster.name
+    api.delete_cluster(cluster.name)
+
+
+def test_a_job_runs_and_reports_its_exit_code_and_output(jobs_cluster):
+    job = api.submit_job(jobs_cluster, "#!/bin/bash\necho hello from $SLURMD_NODENAME\nexit 3\n", ["-J", "exit3"])
+    job.wait(timeout=60)
+    assert (job.state, job.exit_code) == ("FAILED", 3)
+    assert job.logs().startswith("hello from gpu-")
+    assert (job.job_dir / "job.sbatch").read_text().startswith("#!/bin/bash\necho hello")
+    assert job.log_path == job.job_dir / f"slurm-{job.id}.out"
+
+
+def test_options_win_over_sbatch_lines(jobs_cluster):
+    script = "#!/bin/bash\n#SBATCH --job-name=from-script\n#SBATCH --nodes=1\nsrun printenv SLURMD_NODENAME\n"
+    job = api.submit_job(jobs_cluster, script, ["--job-name", "from-magic", "--nodes=2"]).wait(timeout=60)
+    assert job.name == "from-magic" and job.state == "COMPLETED"
+    assert sorted(job.logs().split()) == ["gpu-0", "gpu-1"]
+
+
+def test_the_job_contract_is_in_every_task(jobs_cluster):
+    script = """#!/bin/bash
+srun --nodes=2 python3 -c '
+import json, os
+print(json.dumps({k: os.environ.get(k) for k in
+    ["AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR", "CLOUD_ML_JOB_ID", "CLUSTER_SPEC", "SLURM_NODEID"]}))'
+"""
+    job = api.submit_job(jobs_cluster, script, ["--nodes=2", "-J", "contract"]).wait(timeout=60)
+    assert job.state == "COMPLETED", job.logs()
+    tasks = sorted((json.loads(line) for line in job.logs().splitlines()), key=lambda t: t["SLURM_NODEID"])
+    for task in tasks:
+        assert task["AIP_MODEL_DIR"] == f"{job.job_dir}/model/" and Path(task["AIP_MODEL_DIR"]).is_dir()
+        assert task["AIP_CHECKPOINT_DIR"] == f"{job.job_dir}/checkpoints/"
+        assert task["AIP_TENSORBOARD_LOG_DIR"] == f"{job.job_dir}/logs/"
+        assert task["CLOUD_ML_JOB_ID"] == job.id
+    chief, worker = (json.loads(t["CLUSTER_SPEC"]) for t in tasks)
+    assert chief["cluster"] == {"workerpool0": ["gpu-0:2222"], "workerpool1": ["gpu-1:2222"]}
+    assert chief["task"] == {"type": "workerpool0", "index": 0}
+    assert worker["task"] == {"type": "workerpool1", "index": 0}
+
+
+def test_cancel_a_running_job(jobs_cluster):
+    job = api.submit_job(jobs_cluster, "sleep 300", ["-J", "to-cancel"]).wait_until_running(timeout=30)
+    api.cancel_job(job.id, jobs_cluster)
+    job.wait(timeout=30)
+    assert job.state == "CANCELLED"
+    assert slurm(jobs_cluster, "squeue", "-h", "-t", "RUNNING", "-j", job.id, check=False).stdout.strip() == ""
+
+
+def test_requeue_restarts_the_job_with_a_restart_count(jobs_cluster):
+    script = '#!/bin/bash\necho "run ${SLURM_RESTART_COUNT:-0}"\n[ -n "$SLURM_RESTART_COUNT" ] || sleep 300\n'
+    job = api.submit_job(jobs_cluster, script, ["-J", "requeue-me", "--requeue"]).wait_until_running(timeout=30)
+    job.requeue()
+    job.wait(timeout=120)
+    assert job.state == "COMPLETED"
+    assert "run 1" in job.logs()
+
+
+def test_an_array_is_one_handle_with_a_state_per_task(jobs_cluster):
+    script = '#!/bin/bash\nexit $SLURM_ARRAY_TASK_ID\n'
+    job = api.submit_job(jobs_cluster, script, ["--array=0-2", "-J", "arr"]).wait(timeout=60)
+    assert job.tasks == {"0": {"state": "COMPLETED", "exit_code": 0}, "1": {"state": "FAILED", "exit_code": 1},
+                         "2": {"state": "FAILED", "exit_code": 2}}
+    assert (job.state, job.exit_code) == ("FAILED", 2)
+    assert sorted(p.name for p in job.job_dir.glob("slurm-*.out")) == [f"slurm-{job.id}_{i}.out" for i in range(3)]
+
+
+def test_a_dependent_job_waits_for_its_dependency(jobs_cluster):
+    first = api.submit_job(jobs_cluster, "sleep 3", ["-J", "first"])
+    second = api.submit_job(jobs_cluster, "echo second", ["-J", "second", f"--dependency=afterok:{first.id}"])
+    reason = slurm(jobs_cluster, "squeue", "-h", "-j", second.id, "-o", "%r").stdout.strip()
+    assert reason == "Dependency"
+    second.wait(timeout=60)
+    assert first.state == "COMPLETED" and second.state == "COMPLETED"
+    assert first.to_json()["elapsed"] >= 2.5
+
+
+@pytest.mark.parametrize("options, kind, message", [
+    (["--no-such-option"], JobSubmitError, "unrecognized option '--no-such-option'"),
+    (["--gpus-per-node=9"], JobSubmitError, "Requested node configuration is not available"),
+    (["--partition=nope"], SpecError, "partitions of jobs: train"),
+])
+def test_bad_submissions_leave_nothing_behind(jobs_cluster, options, kind, message):
+    before = {j.id for j in api.list_jobs(jobs_cluster)}
+    folders = set((Path(os.environ["GTC_HOME"]) / "jobs" / jobs_cluster).glob("*"))
+    with pytest.raises(kind) as info:
+        api.submit_job(jobs_cluster, "true", ["-J", "bad", *options])
+    assert message in str(info.value)
+    assert {j.id for j in api.list_jobs(jobs_cluster)} == before
+    assert set((Path(os.environ["GTC_HOME"]) / "jobs" / jobs_cluster).glob("*")) == folders
+
+
+def test_a_missing_cluster_is_named(jobs_cluster):
+    with pytest.raises(ClusterNotFound) as info:
+        api.submit_job("ghost", "true")
+    assert "jobs" in str(info.value)
+
+
+def test_shell_hostile_names_reach_slurm_literally(jobs_cluster):
+    name = "a'; echo pwned; $(id)"
+    job = api.submit_job(jobs_cluster, "echo ok", ["--job-name", name]).wait(timeout=60)
+    assert job.name == name and job.state == "COMPLETED" and job.logs() == "ok\n"
+    assert job.job_dir.is_dir() and "'" not in job.job_dir.name
+    assert api.get_job(name, jobs_cluster).id == job.id
+
+
+def test_a_new_process_finds_and_waits_for_a_job(jobs_cluster):
+    code = ("from jupyter_gtc import api; "
+            "job = api.submit_job('jobs', 'sleep 2; echo done', ['-J', 'reattach']); print(job.id)")
+    job_id = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            timeout=60).stdout.strip()
+    job = api.get_job("reattach", jobs_cluster)
+    assert job.id == job_id
+    job.wait(timeout=60)
+    assert job.state == "COMPLETED" and job.logs() == "done\n"
+
+
+def test_logs_of_a_job_that_wrote_50_mb(jobs_cluster):
+    script = "#!/bin/bash\nhead -c 52428800 /dev/zero | tr '\\0' 'x' | fold -w 99\necho\necho the-end\n"
+    job = api.submit_job(jobs_cluster, script, ["-J", "big-log"]).wait(timeout=120)
+    assert job.log_path.stat().st_size > 50_000_000
+    assert job.logs(tail=1) == "the-end\n"
+    follower, total = job.follow(), 0
+    while chunk := follower.read_new(limit=8 << 20):
+        total += len(chunk)
+    assert total == job.log_path.stat().st_size
+    assert follower.read_new() == ""  # nothing new, nothing re-read
+
+
+def test_300_watched_jobs_cost_one_squeue_per_tick(jobs_cluster, tmp_path, monkeypatch):
+    # A counting squeue in front of the real one: the poller runs whatever squeue PATH finds.
+    count = tmp_path / "squeue-calls"
+    shim = tmp_path / "bin" / "squeue"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\necho . >> {count}\nexec /usr/bin/squeue \"$@\"\n")
+    shim.chmod(0o755)
+    held = [api.submit_job(jobs_cluster, "true", ["--hold", "-J", f"held-{i}"]) for i in range(300)]
+    monkeypatch.setenv("PATH", f"{shim.parent}:{os.environ['PATH']}")
+    poller = api.job_poller(jobs_cluster)
+    ticks_before = poller.ticks
+    time.sleep(3)
+    ticks = poller.ticks - ticks_before
+    calls = len(count.read_text().split()) if count.exists() else 0
+    monkeypatch.setenv("PATH", os.environ["PATH"].split(":", 1)[1])
+    slurm(jobs_cluster, "scancel", *[j.id for j in held])
+    assert ticks >= 1
+    assert calls in (ticks, ticks + 1)  # +1: a tick in flight when we read the counter
+    assert all(j.state == "PENDING" for j in held[:5])

@@ -29,6 +29,8 @@ test: setup
 
 bench: setup
 	$(PY) bench/cluster_bringup.py
+	$(PY) bench/submit_latency.py
+	$(PY) bench/poller_load.py
 
 clean:
 	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

@@ -16,9 +16,15 @@ from .exceptions import GtcError
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    # `gtc job submit FILE [sbatch options]` passes options it does not know on to sbatch;
+    # every other verb refuses them as usual.
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "passes_options_on", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
     if not hasattr(args, "func"):
-        _parser().print_help()
+        parser.print_help()
         return 2
     try:
         args.func(args)
@@ -70,13 +76,14 @@ def _parser() -> argparse.ArgumentParser:
     job = verbs.add_parser("job", help="submit, list, follow and cancel jobs")
     jv = job.add_subparsers(title="job commands", metavar="VERB")
 
-    submit = jv.add_parser("submit", help="submit an sbatch script; options after it go to sbatch and win over "
-                                          "its #SBATCH lines")
+    submit = jv.add_parser(
+        "submit", usage="gtc job submit FILE [--cluster C] [--wait] [SBATCH OPTION ...]",
+        help="submit an sbatch script; other options go to sbatch and win over its #SBATCH lines",
+        epilog="example: gtc job submit examples/jobs/hello.sbatch --nodes 2 --gpus-per-node 2")
+    submit.add_argument("file", help="sbatch script, e.g. examples/jobs/hello.sbatch")
     submit.add_argument("--cluster", help="the cluster (default: the only one)")
     submit.add_argument("--wait", action="store_true", help="wait for the job to finish, then print its log")
-    submit.add_argument("file", help="sbatch script, e.g. examples/jobs/hello.sbatch")
-    submit.add_argument("sbatch_options", nargs=argparse.REMAINDER, help="e.g. --nodes 2 --gpus-per-node 2")
-    submit.set_defaults(func=_job_submit)
+    submit.set_defaults(func=_job_submit, passes_options_on=True)
 
     jlist = jv.add_parser("list", help="jobs submitted through jupyter_gtc, newest first")
     jlist.add_argument("--cluster")
@@ -202,7 +209,7 @@ def _job_submit(args) -> None:
         script = Path(args.file).read_text()
     except OSError as e:
         raise GtcError(f"cannot read {args.file}: {e.strerror}") from None
-    job = api.submit_job(api.resolve_cluster(args.cluster), script, args.sbatch_options)
+    job = api.submit_job(api.resolve_cluster(args.cluster), script, args.extra)
     print(f"submitted job {job.id} ({job.name}) to {job.cluster}; output in {job.job_dir}")
     if args.wait:
         job.wait()

@@ -80,3 +80,39 @@ def test_cluster_lifecycle_from_the_command_line(tmp_path, slurm_available):
     deleted = gtc("cluster", "delete", "clitest")
     assert deleted.returncode == 0 and "cluster clitest deleted" in deleted.stdout
     assert "clitest" not in gtc("cluster", "list").stdout
+
+
+@pytest.mark.slurm
+def test_job_verbs(tmp_path, slurm_available):
+    from jupyter_gtc import api
+
+    api.create_cluster(small_gpu_spec("clijobs", nodes=2))
+    try:
+        script = tmp_path / "two.sbatch"
+        script.write_text("#!/bin/bash\n#SBATCH --nodes=1\nsrun printenv SLURMD_NODENAME\n")
+        submitted = gtc("job", "submit", "--wait", str(script), "--nodes", "2", "--job-name", "two")
+        assert submitted.returncode == 0, submitted.stderr
+        assert "submitted job" in submitted.stdout and "COMPLETED (exit code 0)" in submitted.stdout
+        assert sorted(submitted.stdout.split("\n", 1)[1].split()[:2]) == ["gpu-0", "gpu-1"]
+
+        listed = gtc("job", "list", "--json")
+        [job] = json.loads(listed.stdout)
+        assert (job["name"], job["state"], job["exit_code"], job["cluster"]) == ("two", "COMPLETED", 0, "clijobs")
+        assert sorted(gtc("job", "logs", "two").stdout.split()) == ["gpu-0", "gpu-1"]
+
+        sleeper = tmp_path / "sleep.sbatch"
+        sleeper.write_text("#!/bin/bash\necho started\nsleep 300\n")
+        out = gtc("job", "submit", str(sleeper), "--job-name=sleeper").stdout
+        job_id = out.split()[2]
+        follow = subprocess.Popen([sys.executable, "-m", "jupyter_gtc.cli", "job", "logs", "-f", job_id],
+                                  stdout=subprocess.PIPE, text=True, env=os.environ)
+        api.get_job(job_id).wait_until_running(timeout=30)
+        assert gtc("job", "cancel", "sleeper").returncode == 0
+        out, _ = follow.communicate(timeout=60)  # -f returns once the job has ended
+        assert out.startswith("started")
+        assert api.get_job(job_id).wait(timeout=30).state == "CANCELLED"
+
+        bad = gtc("job", "submit", str(script), "--cluster", "clijobs", "--gpus-per-node=99")
+        assert bad.returncode == 1 and "Requested node configuration is not available" in bad.stderr
+    finally:
+        api.delete_cluster("clijobs")

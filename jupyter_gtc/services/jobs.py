@@ -17,7 +17,8 @@ from ..exceptions import ClusterBusy, CommandError, GtcError, JobNotFound, JobSu
 from ..slurm.parse import FINISHED_STATES, JobStatus
 from ..spec.cluster import parse_cluster_spec
 from ..spec.job import option, parse_options, safe_name, sbatch_directives
-from ..state import JobRecord, Store
+from ..slurm.commands import SlurmCommands
+from ..state import ClusterRecord, JobRecord, Store
 from .clusters import RUNNING, ClusterService
 from .logs import LogFollower, tail_lines
 from .poller import ClusterPoller, JobView
@@ -137,8 +138,8 @@ class JobService:
                 self._pollers[cluster] = ClusterPoller(cluster, lambda: self._commands(cluster), self.store)
             return self._pollers[cluster]
 
-    def _commands(self, cluster: str):
-        record = self.store.get_cluster(cluster)
+    def _commands(self, cluster: str, record: ClusterRecord | None = None) -> SlurmCommands:
+        record = record or self.store.get_cluster(cluster)
         return get_backend(record.backend, self.clusters.home).commands(record.runtime)
 
     def submit(self, cluster: str, script: str, options: list[str] | None = None) -> Job:
@@ -163,7 +164,7 @@ class JobService:
             extra.append(f"--output={job_dir}/slurm-{'%A_%a' if array else '%j'}.out")
         env = self._contract_env(cluster, job_dir, spec)
         try:
-            slurm_id = self._commands(cluster).submit(job_dir / "job.sbatch", [*extra, *options], env,
+            slurm_id = self._commands(cluster, record).submit(job_dir / "job.sbatch", [*extra, *options], env,
                                                       cwd_option=job_dir)
         except CommandError as e:
             shutil.rmtree(job_dir, ignore_errors=True)  # nothing half-recorded

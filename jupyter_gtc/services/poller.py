@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..exceptions import ClusterNotFound
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import FINISHED_STATES, JobStatus
 from ..state import Store
@@ -129,6 +130,10 @@ class ClusterPoller:
             commands = self._commands()
             queue = commands.queue()
             finished, self._jobcomp_offset = commands.finished_jobs(self._jobcomp_offset)
+        except ClusterNotFound:
+            with self._changed:  # the cluster was deleted: its jobs are gone with it
+                self._watched.clear()
+            return False
         except Exception as e:  # noqa: BLE001 - a failed poll is a warning, retried next tick
             self.warning = f"could not poll {self.cluster}: {e}"
             log.warning(self.warning)

@@ -1,6 +1,11 @@
 """Parsing Slurm's output, on lines captured from Slurm 22.05."""
 
-from jupyter_gtc.slurm.parse import parse_gres_gpus, parse_key_values, parse_scontrol_nodes, parse_tres
+import json
+from pathlib import Path
+
+from jupyter_gtc.slurm.parse import (
+    parse_gres_gpus, parse_jobcomp, parse_key_values, parse_scontrol_nodes, parse_squeue_json, parse_tres,
+)
 
 MIXED = (
     "NodeName=a3-0 Arch=x86_64 CoresPerSocket=208  CPUAlloc=1 CPUEfctv=208 CPUTot=208 CPULoad=0.75 "
@@ -59,3 +64,40 @@ def test_gres_and_tres():
     assert parse_gres_gpus("gpu:2") == 2
     assert parse_gres_gpus("(null)") == 0
     assert parse_tres("cpu=4,mem=8G,gres/gpu=2") == {"cpu": 4, "mem": 8192, "gres/gpu": 2}
+
+
+# -- jobs, on output captured from Slurm 22.05 (tests/data) -------------------------------
+
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+def test_squeue_json_jobs_and_array_tasks():
+    jobs = {j.job_id: j for j in parse_squeue_json((DATA / "squeue-22.05.json").read_text())}
+    assert set(jobs) == {"1", "2_0", "2_1"}
+    failed = jobs["1"]
+    assert (failed.state, failed.exit_code, failed.reason, failed.finished) == ("FAILED", 3, "NonZeroExitCode", True)
+    task = jobs["2_1"]
+    assert (task.state, task.array_job_id, task.array_task_id, task.parent_id) == ("RUNNING", "2", 1, "2")
+    assert task.exit_code is None and task.end_time is None and not task.finished
+
+
+def test_squeue_json_of_newer_slurm_releases():
+    newer = {"jobs": [{"job_id": 7, "job_state": ["COMPLETED"], "exit_code": {"set": True, "number": 0},
+                       "array_job_id": {"set": True, "number": 0}, "array_task_id": {"set": False, "number": 0},
+                       "start_time": {"set": True, "number": 100}, "end_time": {"set": True, "number": 160},
+                       "name": "n", "nodes": "a-0", "state_reason": "None"}]}
+    [job] = parse_squeue_json(json.dumps(newer))
+    assert (job.job_id, job.state, job.exit_code, job.end_time, job.reason) == ("7", "COMPLETED", 0, 160.0, None)
+
+
+def test_signals_become_128_plus_the_signal():
+    text = json.dumps({"jobs": [{"job_id": 1, "job_state": "CANCELLED", "exit_code": 15}]})
+    assert parse_squeue_json(text)[0].exit_code == 143
+
+
+def test_jobcomp_lines():
+    jobs = parse_jobcomp((DATA / "jobcomp-22.05.txt").read_text())
+    assert [(j.job_id, j.state, j.exit_code) for j in jobs] == [
+        ("1", "FAILED", 3), ("2_1", "CANCELLED", 0), ("2_0", "CANCELLED", 0)]
+    assert jobs[0].end_time is not None and jobs[1].parent_id == "2"

@@ -5,8 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 gtc=.venv/bin/gtc
 spec=examples/clusters/local-a3.yaml
-out=artifacts/demo
-mkdir -p "$out"
 
 if $gtc cluster describe demo >/dev/null 2>&1; then
   echo "== cluster demo exists already"
@@ -20,15 +18,17 @@ echo "== gtc cluster list"
 $gtc cluster list
 
 echo
-echo "== sbatch --wait examples/jobs/hello.sbatch"
-eval "$($gtc cluster env demo)"
-sbatch --wait --output="$out/slurm-%j.out" examples/jobs/hello.sbatch
-echo "== the job's output ($(ls -t "$out"/slurm-*.out | head -1))"
-cat "$(ls -t "$out"/slurm-*.out | head -1)"
+echo "== gtc job submit examples/jobs/hello.sbatch --wait"
+$gtc job submit examples/jobs/hello.sbatch --cluster demo --wait
+
+echo
+echo "== gtc job list"
+$gtc job list --cluster demo
 
 echo
 echo "The cluster keeps running. Try:"
-echo "  eval \"\$($gtc cluster env demo)\"; sinfo; squeue"
+echo "  eval \"\$($gtc cluster env demo)\"; sinfo; squeue     # Slurm's own tools"
+echo "  $gtc job logs hello"
 echo "  $gtc cluster describe demo"
 echo "  $gtc cluster scale demo --pool a3 --nodes 4"
 echo "  $gtc cluster delete demo"

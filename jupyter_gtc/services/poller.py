@@ -107,9 +107,10 @@ class ClusterPoller:
     # -- the loop -----------------------------------------------------------------------
 
     def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name=f"gtc-poller-{self.cluster}", daemon=True)
-            self._thread.start()
+        with self._changed:  # two watch() calls at once must not start two threads
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name=f"gtc-poller-{self.cluster}", daemon=True)
+                self._thread.start()
 
     def _run(self) -> None:
         delay = self.interval

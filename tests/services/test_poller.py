@@ -1,0 +1,46 @@
+"""The poller on its own: how it merges statuses, and that a failed poll is only a warning."""
+
+from pathlib import Path
+
+from jupyter_gtc.services.poller import ClusterPoller, _aggregate
+from jupyter_gtc.slurm.commands import SlurmCommands
+from jupyter_gtc.slurm.parse import JobStatus, parse_jobcomp, parse_squeue_json
+from jupyter_gtc.state import JobRecord, Store
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+def test_a_failed_poll_is_a_warning_and_the_last_state_stays(tmp_path):
+    store = Store(tmp_path / "state.db")
+    store.add_job(JobRecord("gone", "7", "j", "RUNNING", str(tmp_path)))
+    (tmp_path / "slurm.conf").write_text("# a cluster that is not there\n")
+    broken = SlurmCommands({"SLURM_CONF": str(tmp_path / "slurm.conf")}, timeout=10)
+    poller = ClusterPoller("gone", lambda: broken, store)
+    poller._watched.add("7")  # watched without starting the thread: this test ticks by hand
+    assert poller.tick() is False
+    assert poller.warning.startswith("could not poll gone: squeue")
+    assert store.get_job("gone", "7").state == "RUNNING"
+
+
+def test_array_tasks_merge_into_one_view():
+    running = parse_squeue_json((DATA / "squeue-22.05.json").read_text())
+    view = _aggregate("2", [s for s in running if s.parent_id == "2"])
+    assert view.state == "RUNNING" and set(view.tasks) == {"0", "1"} and view.exit_code is None
+
+    finished = parse_jobcomp((DATA / "jobcomp-22.05.txt").read_text())
+    view = _aggregate("2", [s for s in finished if s.parent_id == "2"])
+    assert view.state == "CANCELLED" and view.finished and view.end_time is not None
+
+
+def test_the_worst_task_outcome_names_the_array():
+    tasks = [JobStatus(f"5_{i}", st, code, array_job_id="5", array_task_id=i)
+             for i, (st, code) in enumerate([("COMPLETED", 0), ("TIMEOUT", 0), ("FAILED", 2)])]
+    view = _aggregate("5", tasks)
+    assert (view.state, view.exit_code) == ("FAILED", 2)
+    pending_rest = JobStatus("5", "PENDING", array_job_id="5")
+    assert _aggregate("5", tasks + [pending_rest]).state == "PENDING"
+
+
+def test_a_single_job_keeps_its_own_fields():
+    view = _aggregate("9", [JobStatus("9", "COMPLETED", 0, None, "a-[0-1]", "n", start_time=1.0, end_time=5.0)])
+    assert (view.state, view.exit_code, view.nodes, view.end_time) == ("COMPLETED", 0, "a-[0-1]", 5.0)

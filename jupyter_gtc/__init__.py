@@ -10,3 +10,11 @@ __version__ = "0.1.0"
 def _jupyter_labextension_paths():
     """Tell JupyterLab where the prebuilt labextension of this package is."""
     return [{"src": "labextension", "dest": "jupyter_gtc"}]
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext jupyter_gtc``: the %%gtc_cluster, %%sbatch, %squeue, %scancel and
+    %gtc_clusters magics, and live panels for the jobs a cell shows."""
+    from .magics import load
+
+    load(ipython)

@@ -50,6 +50,13 @@ def create_cluster(spec: ClusterSpec | dict[str, Any] | str | Path, backend: str
     return _clusters().create(spec, backend, progress)
 
 
+def apply_cluster_spec(spec: ClusterSpec | dict[str, Any] | str, backend: str = "local",
+                       progress: Progress = no_progress) -> Cluster:
+    """Create the cluster, or scale an existing one of that name to the spec's pool sizes;
+    any other difference raises ``SpecError`` naming the fields, and changes nothing."""
+    return _clusters().apply(spec, backend, progress)
+
+
 def get_cluster(name: str) -> Cluster:
     """A cluster with its live status (nodes, states, drain reasons)."""
     return _clusters().get(name)
@@ -130,6 +137,6 @@ def doctor() -> list[tuple[str, bool, str]]:
     return run_checks(default_home())
 
 
-__all__ = ["load_cluster_spec", "parse_cluster_spec", "create_cluster", "get_cluster", "list_clusters", "scale_cluster", "cluster_env", "delete_cluster",
+__all__ = ["load_cluster_spec", "parse_cluster_spec", "create_cluster", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster", "cluster_env", "delete_cluster",
            "resolve_cluster", "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "cluster_queue", "job_poller", "doctor", "Job",
            "Cluster", "ClusterSpec"]

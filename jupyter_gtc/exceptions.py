@@ -52,6 +52,10 @@ class CommandError(GtcError):
         super().__init__(f"{self.argv[0]} {what}: {detail}")
 
 
+class SlurmError(GtcError):
+    """A Slurm command succeeded but reported errors in its output (e.g. slurmctld is down)."""
+
+
 class ClusterNotFound(GtcError):
     def __init__(self, name: str, known: Sequence[str] = ()):
         self.name = name

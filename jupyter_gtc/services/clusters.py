@@ -14,7 +14,7 @@ from typing import Any
 from ..backends import get_backend
 from ..backends.base import ClusterStatus, Progress, no_progress
 from ..exceptions import ClusterBusy, SpecError, SpecErrors
-from ..spec.cluster import ClusterSpec, parse_cluster_spec
+from ..spec.cluster import ClusterSpec, parse_cluster_spec, spec_differences
 from ..state import ClusterRecord, Store
 
 CREATING, RUNNING, SCALING, DELETING, ERROR = "CREATING", "RUNNING", "SCALING", "DELETING", "ERROR"
@@ -82,6 +82,30 @@ class ClusterService:
                 self.store.remove_cluster(spec.name)
             raise
         self.store.update_cluster(spec.name, state=RUNNING, runtime=runtime)
+        return self.get(spec.name)
+
+    def apply(self, spec: ClusterSpec | dict | str, backend: str = "local",
+              progress: Progress = no_progress) -> Cluster:
+        """Create the cluster ``spec`` describes, or bring an existing one to it by scaling its
+        compute pools. Any other difference is refused, naming the fields, before anything
+        changes: a running cluster is never half-changed."""
+        spec = spec if isinstance(spec, ClusterSpec) else parse_cluster_spec(spec)
+        if spec.name not in [r.name for r in self.store.list_clusters()]:
+            return self.create(spec, backend, progress)
+        current = parse_cluster_spec(self.store.get_cluster(spec.name).spec)
+        resized = current
+        for pool in spec.compute_pools():
+            if pool.id in {p.id for p in current.compute_pools()}:
+                resized = resized.with_pool_size(pool.id, pool.node_count)
+        different = spec_differences(resized.to_json(), spec.to_json())
+        if different:
+            raise SpecError(", ".join(different), spec.name,
+                            f"cluster {spec.name} exists and only compute pools' node counts change in place; "
+                            f"delete it and create it again to change the rest")
+        for pool in spec.compute_pools():
+            if pool.node_count != current.pool(pool.id).node_count:
+                progress(f"scaling pool {pool.id} to {pool.node_count} node(s)")
+                self.scale(spec.name, pool.id, pool.node_count, progress)
         return self.get(spec.name)
 
     def get(self, name: str, with_status: bool = True) -> Cluster:

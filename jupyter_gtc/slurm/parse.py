@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..exceptions import SlurmError
+
 # A key starts a new pair only after whitespace; values such as Reason= contain spaces.
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=")
 # Fields whose value runs to the end of the line (free text that may hold '=' and spaces).
@@ -164,8 +166,14 @@ def parse_squeue_json(text: str) -> list[JobStatus]:
     fields as ``{"number": ..., "set": true}`` and state as a list, handled here too)."""
     import json
 
+    data = json.loads(text)
+    errors = data.get("errors") or []
+    if errors:  # squeue exits 0 with "jobs": [] when it cannot reach slurmctld
+        first = errors[0]
+        detail = first.get("description") or first.get("error") or str(first) if isinstance(first, dict) else str(first)
+        raise SlurmError(f"squeue reported: {detail}")
     jobs = []
-    for j in json.loads(text).get("jobs", []):
+    for j in data.get("jobs", []):
         array_job = _number(j.get("array_job_id"))
         array_task = _number(j.get("array_task_id"))
         is_task = bool(array_job) and array_task is not None

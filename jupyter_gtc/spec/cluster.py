@@ -10,7 +10,6 @@ parses is safe to provision from.
 
 from __future__ import annotations
 
-import json
 import re
 from enum import Enum
 from pathlib import Path
@@ -201,10 +200,14 @@ def parse_spec_text(text: str, source: str = "spec") -> Any:
                         f"it must be JSON or YAML; parsing failed{where}: {getattr(e, 'problem', e)}") from None
 
 
-def parse_cluster_spec(data: Any) -> ClusterSpec:
-    """Validate ``data`` (a dict, or JSON/YAML text) into a ``ClusterSpec``."""
+def parse_cluster_spec(data: Any, display_name: str | None = None) -> ClusterSpec:
+    """Validate ``data`` (a dict, or JSON/YAML text) into a ``ClusterSpec``; ``display_name``,
+    when given, replaces the spec's own."""
     if isinstance(data, (str, bytes)):
         data = parse_spec_text(data.decode() if isinstance(data, bytes) else data)
+    if display_name is not None and isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k not in ("display_name", "displayName")}
+        data["display_name"] = display_name
     if not isinstance(data, dict):
         raise SpecErrors([SpecError("(spec)", data, "a cluster spec is an object with display_name, node_pools and orchestrator_spec")])
     try:
@@ -330,5 +333,20 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def dumps(spec: ClusterSpec) -> str:
-    return json.dumps(spec.to_json(), sort_keys=True)
+def spec_differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """Field paths where two spec JSONs differ; lists of objects with ids (pools,
+    partitions) are matched by id, so ``node_pools[gpu].machine_spec.machine_type``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = dict.fromkeys([*old, *new])
+        return [d for k in keys for d in spec_differences(old.get(k), new.get(k), f"{path}.{k}" if path else k)]
+    old_ids, new_ids = _by_id(old), _by_id(new)
+    if old_ids is not None and new_ids is not None:
+        ids = dict.fromkeys([*old_ids, *new_ids])
+        return [d for i in ids for d in spec_differences(old_ids.get(i), new_ids.get(i), f"{path}[{i}]")]
+    return [] if old == new else [path]
+
+
+def _by_id(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, list) and all(isinstance(v, dict) and "id" in v for v in value):
+        return {v["id"]: v for v in value}
+    return None

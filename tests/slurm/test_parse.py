@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from jupyter_gtc.slurm.parse import (
     parse_gres_gpus, parse_jobcomp, parse_key_values, parse_scontrol_nodes, parse_squeue_json, parse_tres,
 )
@@ -101,3 +103,12 @@ def test_jobcomp_lines():
     assert [(j.job_id, j.state, j.exit_code) for j in jobs] == [
         ("1", "FAILED", 3), ("2_1", "CANCELLED", 0), ("2_0", "CANCELLED", 0)]
     assert jobs[0].end_time is not None and jobs[1].parent_id == "2"
+
+
+def test_squeue_json_errors_are_raised_not_read_as_an_empty_queue():
+    from jupyter_gtc.exceptions import SlurmError
+
+    down = {"errors": [{"error": "Unable to contact slurm controller (connect failure)", "error_number": 1007,
+                        "source": "slurm_load_jobs"}], "jobs": []}
+    with pytest.raises(SlurmError, match="Unable to contact slurm controller"):
+        parse_squeue_json(json.dumps(down))

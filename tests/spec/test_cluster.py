@@ -200,3 +200,22 @@ def test_duplicate_pool_and_partition_ids():
     errors = {(e.field, e.expected) for e in errors_of(data)}
     assert errors == {("node_pools[1].id", "pool ids must be unique"),
                       ("orchestrator_spec.slurm_spec.partitions[1].id", "partition ids must be unique")}
+
+
+def test_spec_differences_name_pools_by_id():
+    from jupyter_gtc.spec.cluster import spec_differences
+
+    old = parse_cluster_spec(small_gpu_spec("demo")).to_json()
+    new_data = small_gpu_spec("demo")
+    new_data["nodePools"][0]["machineSpec"]["machineType"] = "a3-megagpu-8g"
+    new_data["nodePools"].reverse()  # order alone is no difference
+    assert spec_differences(old, parse_cluster_spec(new_data).to_json()) == ["node_pools[gpu].machine_spec.machine_type"]
+
+
+def test_display_name_can_be_given_apart_from_the_spec():
+    spec = parse_cluster_spec("display_name: old\n" + "\n".join(
+        f"{k}: {v}" for k, v in [("node_pools", '[{"id": "a", "machine_spec": {"machine_type": "n2-standard-4"}, '
+                                               '"scaling_spec": {"min_node_count": 1, "max_node_count": 1}}]'),
+                                 ("orchestrator_spec", '{"slurm_spec": {"partitions": [{"id": "a", "node_pool_ids": ["a"]}]}}')]),
+        display_name="new")
+    assert spec.name == "new"

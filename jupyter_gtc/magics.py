@@ -1,0 +1,207 @@
+"""IPython magics: ``%load_ext jupyter_gtc``, then ``%%gtc_cluster``, ``%%sbatch``,
+``%squeue``, ``%scancel`` and ``%gtc_clusters``.
+
+Each magic parses its arguments, calls ``jupyter_gtc.api`` and returns something that
+displays well; what it does is the api's. A ``GtcError`` becomes a ``UsageError`` carrying
+the same message, so the user sees one line, not a traceback.
+
+``%%sbatch`` returns the ``api.Job`` itself, so ``job = _`` in the next cell is the job.
+Its live panel comes from a display formatter registered for ``api.Job``: any Job that a
+cell shows (``api.get_job("12")`` too) is drawn as a ``JobPanel``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
+from IPython.utils.process import arg_split
+
+from . import api
+from .exceptions import GtcError
+
+
+@magics_class
+class GtcMagics(Magics):
+    def __init__(self, shell):
+        super().__init__(shell)
+        # The cluster the last magic used: later magics may leave out --cluster.
+        self.current_cluster: str | None = None
+
+    @cell_magic
+    @magic_arguments()
+    @argument("name", nargs="?", help="the cluster's display_name; overrides the spec's own")
+    @argument("--backend", default="local", help="where the cluster runs (default: local)")
+    def gtc_cluster(self, line: str, cell: str):
+        """Create the cluster that the cell's spec (JSON or YAML, as a Vertex AI training
+        cluster) describes. If a cluster of that name exists, scale its compute pools to the
+        spec's node counts; any other difference is an error. Shows the cluster panel."""
+        from .widgets import ClusterPanel
+
+        args = _parse(self.gtc_cluster, line)
+        with _usage_errors():
+            spec = api.parse_cluster_spec(cell, display_name=args.name)
+            verb = "updating" if spec.name in _cluster_names() else "creating"
+            cluster = _with_progress(f"{verb} cluster {spec.name}",
+                                     lambda progress: api.apply_cluster_spec(spec, args.backend, progress))
+        self.current_cluster = cluster.name
+        return ClusterPanel(cluster)
+
+    @cell_magic
+    @magic_arguments()
+    @argument("--cluster", help="the cluster to submit to; default: the one used last, or the only one")
+    def sbatch(self, line: str, cell: str):
+        """Submit the cell as an sbatch script. Every option other than --cluster goes to
+        sbatch and wins over the script's #SBATCH lines, e.g.
+        ``%%sbatch --nodes 2 --gpus-per-node 2 --job-name pretrain``.
+        Shows the job's live panel; ``job = _`` in the next cell gives the ``api.Job``."""
+        # Only --cluster is ours; everything else is sbatch's, passed on as a list (never
+        # through a shell).
+        args, options = self.sbatch.parser.parse_known_args(_split(line))
+        with _usage_errors():
+            cluster = self._cluster(args.cluster)
+            job = api.submit_job(cluster, cell, options)
+        self.current_cluster = cluster
+        return job
+
+    sbatch.parser.allow_abbrev = False  # `--clu` is sbatch's business (it will refuse it), not ours
+
+    @line_magic
+    @magic_arguments()
+    @argument("--cluster", help="default: the cluster used last, or the only one")
+    def squeue(self, line: str):
+        """Every job the cluster's Slurm knows (anyone's), finished ones for a while."""
+        args = _parse(self.squeue, line)
+        with _usage_errors():
+            cluster = self._cluster(args.cluster)
+            rows = [{"job_id": s.job_id, "name": s.name, "state": s.state, "nodes": s.nodes,
+                     "reason": s.reason or "", "exit_code": s.exit_code} for s in api.cluster_queue(cluster)]
+        self.current_cluster = cluster
+        return _table(rows, ["job_id", "name", "state", "nodes", "reason", "exit_code"])
+
+    @line_magic
+    @magic_arguments()
+    @argument("job", help="the job's Slurm id or name")
+    @argument("--cluster", help="default: the cluster used last, or the only one")
+    def scancel(self, line: str):
+        """Cancel a job; shows its panel, which turns CANCELLED."""
+        args = _parse(self.scancel, line)
+        with _usage_errors():
+            cluster = self._cluster(args.cluster)  # ids restart per cluster: never guess across them
+            job = api.cancel_job(args.job, cluster)
+        return job
+
+    @line_magic
+    def gtc_clusters(self, line: str = ""):
+        """Every cluster: name, backend, state, nodes ready/total, GPUs used/total."""
+        if line.strip():
+            raise UsageError(f"%gtc_clusters takes no arguments, got {line.strip()!r}")
+        with _usage_errors():
+            clusters = api.list_clusters()
+        rows = [{"name": c.name, "backend": c.backend, "state": c.state,
+                 "nodes": f"{sum(n.ready for n in c.nodes)}/{c.node_count}",
+                 "gpus": f"{sum(n.gpus_allocated for n in c.nodes)}/{c.gpu_count}"} for c in clusters]
+        return _table(rows, ["name", "backend", "state", "nodes", "gpus"])
+
+    def _cluster(self, name: str | None) -> str:
+        """``name`` if given; else the cluster used last, if it still exists; else the only one."""
+        names = _cluster_names()
+        if name:
+            if name not in names:  # checked here so that every magic names the cluster the same way
+                raise UsageError(f"no cluster named {name!r}; clusters: {', '.join(names) or 'none yet'}")
+            return name
+        if self.current_cluster in names:
+            return self.current_cluster
+        if len(names) == 1:
+            return names[0]
+        if not names:
+            raise UsageError("no cluster exists yet; create one with %%gtc_cluster")
+        raise UsageError(f"which cluster? pass --cluster NAME (clusters: {', '.join(names)})")
+
+
+def load(shell) -> None:
+    """What ``%load_ext jupyter_gtc`` does."""
+    shell.register_magics(GtcMagics)
+    shell.display_formatter.mimebundle_formatter.for_type(api.Job, _job_panel_bundle)
+
+
+def _job_panel_bundle(job: api.Job) -> dict[str, Any]:
+    from .widgets import JobPanel
+
+    return JobPanel(job)._repr_mimebundle_()
+
+
+def _split(line: str) -> list[str]:
+    """Arguments split as a shell would (quotes removed), unlike magic_arguments' default."""
+    return arg_split(line, posix=True)
+
+
+def _parse(magic, line: str):
+    return magic.parser.parse_args(_split(line))
+
+
+@contextmanager
+def _usage_errors() -> Iterator[None]:
+    try:
+        yield
+    except GtcError as e:
+        raise UsageError(str(e)) from None
+
+
+def _cluster_names() -> list[str]:
+    return [c.name for c in api.list_clusters(with_status=False)]
+
+
+def _with_progress(title: str, action):
+    """Run ``action(progress)`` while a progress line shows its steps below the cell."""
+    from .widgets import ClusterProgress
+
+    progress = ClusterProgress(title)
+    display(progress)
+    try:
+        result = action(progress)
+    except Exception as e:
+        progress.finish(error=str(e))
+        raise
+    progress.finish()
+    return result
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]):
+    """A pandas DataFrame where pandas is installed, else a ``Table``."""
+    try:
+        import pandas
+    except ImportError:
+        return Table(rows, columns)
+    return pandas.DataFrame(rows, columns=columns)
+
+
+class Table(list):
+    """Rows (dicts) that a notebook shows as an HTML table and a terminal as aligned text."""
+
+    def __init__(self, rows: list[dict[str, Any]], columns: list[str]):
+        super().__init__(rows)
+        self.columns = columns
+
+    def _cells(self) -> list[list[str]]:
+        return [["" if row.get(c) is None else str(row.get(c)) for c in self.columns] for row in self]
+
+    def _repr_html_(self) -> str:
+        import html
+
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in cells) + "</tr>" for cells in self._cells())
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        printer.text(repr(self))
+
+    def __repr__(self) -> str:
+        lines = [self.columns, *self._cells()]
+        widths = [max(len(line[i]) for line in lines) for i in range(len(self.columns))]
+        return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in lines)

@@ -1,0 +1,148 @@
+"""The live panel of one job: its state, elapsed time, nodes and exit code, the tail of its
+log, a Cancel button, and the poller's warning when Slurm cannot be reached.
+
+The panel never asks Slurm anything. It subscribes to the cluster's one poller
+(``api.job_poller``), whose thread calls it after every tick; on each call it re-reads the
+job's fields from the poller's snapshot and appends what the log file gained since the last
+read. So any number of panels cost one ``squeue`` per tick, and a panel keeps updating while
+the kernel runs other cells or sits idle.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections import deque
+
+import ipywidgets as w
+
+from .. import api
+from ..exceptions import GtcError
+
+LOG_LINES = 40
+_TAIL_BYTES = 256 * 1024  # a panel opened on a long log starts this far from its end
+_STATE_COLOURS = {"PENDING": "#9a6700", "RUNNING": "#0969da", "COMPLETED": "#1a7f37"}
+_FAILURE_COLOUR = "#cf222e"
+
+
+class JobPanel(w.VBox):
+    """A live view of ``job``; displaying an ``api.Job`` in a notebook shows one."""
+
+    def __init__(self, job: api.Job, log_lines: int = LOG_LINES):
+        self.title_html = w.HTML(
+            f"<b>job {html.escape(str(job.id))}</b> &nbsp;{html.escape(job.name)}"
+            f" &nbsp;<span style='color:#57606a'>on {html.escape(job.cluster)}</span>")
+        self.state_label = w.Label()
+        self.elapsed_label = w.Label()
+        self.nodes_label = w.Label()
+        self.exit_code_label = w.Label()
+        self.cancel_button = w.Button(description="Cancel", icon="stop", button_style="danger",
+                                      tooltip="scancel this job", layout=w.Layout(width="auto"))
+        self.warning_html = w.HTML()
+        self.log_html = w.HTML()
+        fields = w.HBox([_field("state", self.state_label), _field("elapsed", self.elapsed_label),
+                         _field("nodes", self.nodes_label), _field("exit code", self.exit_code_label),
+                         self.cancel_button], layout=w.Layout(align_items="center"))
+        super().__init__([self.title_html, fields, self.warning_html, self.log_html])
+
+        self.job = job
+        self._poller = api.job_poller(job.cluster)
+        self._follower = job.follow()  # remembers its offset: each read returns only new text
+        self._lines: deque[str] = deque(maxlen=log_lines)
+        self._partial: str | None = ""  # the last line, while the job is still writing it
+        self._start_near_end()
+        self._lock = threading.Lock()  # the poller thread and a button click may update at once
+        self.cancel_button.on_click(self._cancel)
+        # Subscribe before the first update: the other order could miss the job's last change
+        # if it happened in between (the poller stops ticking once its jobs have finished).
+        self._unsubscribe = self._poller.subscribe(self._on_tick)
+        if not job.finished:
+            job.refresh()  # make sure the poller watches it (a handle from an earlier session)
+        self.update()
+
+    @property
+    def following(self) -> bool:
+        """Whether the panel is still subscribed to the poller (until the job has finished)."""
+        return self._unsubscribe is not None
+
+    def update(self) -> None:
+        """Show the poller's latest snapshot and the log's new lines."""
+        with self._lock:
+            job = self.job
+            finished = job.finished  # read state before the log, so the last read is complete
+            self._show_fields(job)
+            self._read_log()
+            warning = self._poller.warning
+            if warning and not finished:
+                self.warning_html.value = f"<span style='color:{_FAILURE_COLOUR}'>⚠ {html.escape(warning)}</span>"
+            elif not warning and self.warning_html.value.startswith("<span"):
+                self.warning_html.value = ""
+            if finished and self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
+                self.cancel_button.disabled = True
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        super().close()
+
+    def __repr__(self) -> str:  # what a terminal, or a notebook without widgets, shows
+        return repr(self.job)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _on_tick(self, changed) -> None:
+        # Called after every tick, not only when our job changed: elapsed time and the log
+        # move on while the state stays RUNNING.
+        self.update()
+
+    def _show_fields(self, job: api.Job) -> None:
+        state = job.state
+        self.state_label.value = state
+        self.state_label.style.text_color = _STATE_COLOURS.get(state, _FAILURE_COLOUR)
+        self.elapsed_label.value = _duration(job.elapsed)
+        self.nodes_label.value = job.nodes or "-"
+        self.exit_code_label.value = "-" if job.exit_code is None else str(job.exit_code)
+
+    def _start_near_end(self) -> None:
+        try:
+            size = self.job.log_path.stat().st_size
+        except OSError:
+            return
+        if size > _TAIL_BYTES:
+            self._follower.offset = size - _TAIL_BYTES
+            self._partial = None  # the first line read is cut: drop it
+
+    def _read_log(self) -> None:
+        new = "".join(iter(self._follower.read_new, ""))  # everything new, however much
+        if not new:
+            return
+        if self._partial is None:
+            new = new.partition("\n")[2]
+            self._partial = ""
+        *complete, self._partial = (self._partial + new).split("\n")
+        self._lines.extend(complete)
+        shown = "\n".join([*self._lines, self._partial] if self._partial else self._lines)
+        self.log_html.value = (
+            "<pre style='max-height:24em; overflow:auto; margin:0.3em 0; padding:0.4em;"
+            f" background:#f6f8fa; font-size:90%'>{html.escape(shown)}</pre>")
+
+    def _cancel(self, _button) -> None:
+        try:
+            self.job.cancel()  # the poller is poked: the next tick shows CANCELLED
+        except GtcError as e:
+            self.warning_html.value = f"<span style='color:{_FAILURE_COLOUR}'>{html.escape(str(e))}</span>"
+
+
+def _field(name: str, value: w.Widget) -> w.HBox:
+    return w.HBox([w.HTML(f"<span style='color:#57606a; padding-right:0.4em'>{name}</span>"), value],
+                  layout=w.Layout(align_items="center", margin="0 1.5em 0 0"))
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

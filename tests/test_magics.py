@@ -1,0 +1,244 @@
+"""The magics, driven through a real IPython shell against a real local Slurm cluster."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import pytest
+from IPython.core.error import UsageError
+
+from tests.conftest import small_gpu_spec
+
+pytestmark = pytest.mark.slurm
+CLUSTER = "magics"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture(scope="module")
+def shell():
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+
+    ip = start_ipython() or InteractiveShell.instance()  # one test shell per process
+    ip.run_line_magic("load_ext", "jupyter_gtc")
+    return ip
+
+
+@pytest.fixture(scope="module")
+def cluster(slurm_available, shell):
+    """A 2-node cluster made by %%gtc_cluster itself."""
+    from jupyter_gtc import api
+
+    panel = shell.run_cell_magic("gtc_cluster", "", json.dumps(small_gpu_spec(CLUSTER, nodes=2)))
+    assert [n.name for n in panel.cluster.nodes] == ["gpu-0", "gpu-1"]
+    yield CLUSTER
+    api.delete_cluster(CLUSTER)
+
+
+@pytest.fixture
+def magics(shell, cluster):
+    """The shell's GtcMagics, with this module's cluster as the current one."""
+    instance = shell.magics_manager.registry["GtcMagics"]
+    instance.current_cluster = cluster
+    return instance
+
+
+def records(table) -> list[dict]:
+    """Rows of what %squeue or %gtc_clusters returned (a DataFrame where pandas is installed)."""
+    return table.to_dict("records") if hasattr(table, "to_dict") else list(table)
+
+
+def widget_shown(data: dict):
+    """The widget instance behind a displayed widget view."""
+    from ipywidgets.widgets.widget import _instances
+
+    return _instances[data[WIDGET_VIEW]["model_id"]]
+
+
+def submit(shell, line: str, script: str):
+    """Run a %%sbatch cell as a user would, and return what `_` is in the next cell."""
+    result = shell.run_cell(f"%%sbatch {line}\n{script}")
+    result.raise_error()
+    return shell.user_ns["_"]
+
+
+def test_gtc_cluster_scales_an_existing_cluster_on_rerun(shell, magics):
+    from jupyter_gtc import api
+
+    panel = shell.run_cell_magic("gtc_cluster", "", json.dumps(small_gpu_spec(CLUSTER, nodes=3)))
+    assert [n.name for n in panel.cluster.nodes] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert "nodes ready 3/3" in panel.summary_html.value
+    assert api.get_cluster(CLUSTER).node_count == 3
+
+    panel = shell.run_cell_magic("gtc_cluster", "", json.dumps(small_gpu_spec(CLUSTER, nodes=2)))
+    assert [n.name for n in panel.cluster.nodes] == ["gpu-0", "gpu-1"]
+    assert magics.current_cluster == CLUSTER
+
+
+def test_gtc_cluster_refuses_changes_other_than_pool_sizes(shell, cluster):
+    from jupyter_gtc import api
+
+    changed = small_gpu_spec(CLUSTER, nodes=3, machine="g2-standard-8")
+    with pytest.raises(UsageError, match=r"node_pools\[gpu\]\.machine_spec\.machine_type.*delete"):
+        shell.run_cell_magic("gtc_cluster", "", json.dumps(changed))
+    current = api.get_cluster(CLUSTER)  # nothing was scaled before the refusal
+    assert current.node_count == 2 and current.spec.pool("gpu").machine_spec.machine_type == "a3-highgpu-8g"
+
+
+def test_gtc_cluster_takes_yaml_and_a_name(shell, slurm_available):
+    from jupyter_gtc import api
+
+    yaml_spec = """
+displayName: ignored
+nodePools:
+  - id: cpu
+    machineSpec: {machineType: n2-standard-4}
+    scalingSpec: {minNodeCount: 1, maxNodeCount: 1}
+orchestratorSpec:
+  slurmSpec:
+    partitions: [{id: debug, nodePoolIds: [cpu]}]
+local: {resourceScale: 0.5}
+"""
+    panel = shell.run_cell_magic("gtc_cluster", "named", yaml_spec)
+    try:
+        assert panel.cluster.name == "named" and "named" in [c.name for c in api.list_clusters(False)]
+        assert "cpu-0" in panel.nodes_html.value
+    finally:
+        api.delete_cluster("named")
+
+
+def test_gtc_cluster_reports_a_bad_spec_by_field(shell, slurm_available):
+    with pytest.raises(UsageError, match="machine"):
+        shell.run_cell_magic("gtc_cluster", "", json.dumps(small_gpu_spec("bad", machine="no-such-type")))
+
+
+def test_sbatch_options_win_over_sbatch_lines_and_underscore_is_the_job(shell, magics):
+    from jupyter_gtc import api
+
+    job = submit(shell, "--job-name b --nodes 2", "#!/bin/bash\n#SBATCH --job-name a\nsrun bash -c 'echo hi from $SLURMD_NODENAME'")
+    assert isinstance(job, api.Job)
+    assert job.name == "b"
+    job.wait(60)
+    assert job.state == "COMPLETED", job
+    assert [s.name for s in api.cluster_queue(CLUSTER) if s.job_id == job.id] == ["b"]  # Slurm's own view
+    assert sorted(job.logs().splitlines()) == ["hi from gpu-0", "hi from gpu-1"]
+
+
+def test_a_job_displays_as_its_live_panel(shell, magics):
+    job = submit(shell, "--job-name shown", "true")
+    from jupyter_gtc.widgets import JobPanel
+
+    data, _metadata = shell.display_formatter.format(job)
+    assert data["text/plain"].startswith(f"<Job {job.id} 'shown' on {CLUSTER}")
+    panel = widget_shown(data)
+    assert isinstance(panel, JobPanel) and panel.job.id == job.id
+    job.wait(60)
+
+
+def test_sbatch_uses_the_current_or_only_cluster(shell, magics, monkeypatch, tmp_path):
+    magics.current_cluster = None  # the only cluster is picked, then remembered
+    job = submit(shell, "--job-name only", "true")
+    assert job.cluster == CLUSTER and magics.current_cluster == CLUSTER
+    job.wait(60)
+
+    monkeypatch.setenv("GTC_HOME", str(tmp_path))  # a home without any cluster
+    magics.current_cluster = None
+    with pytest.raises(UsageError, match="no cluster exists"):
+        shell.run_cell_magic("sbatch", "", "true")
+
+
+def test_sbatch_asks_which_cluster_when_several_exist(shell, magics):
+    from jupyter_gtc import api
+
+    api.create_cluster(small_gpu_spec("second", nodes=1))
+    try:
+        magics.current_cluster = None
+        with pytest.raises(UsageError, match=f"--cluster.*{CLUSTER}, second"):
+            shell.run_cell_magic("sbatch", "", "true")
+        job = shell.run_cell_magic("sbatch", "--cluster second --job-name there", "true")
+        assert job.cluster == "second" and magics.current_cluster == "second"
+        job.wait(60)
+    finally:
+        api.delete_cluster("second")
+
+
+def test_unknown_cluster_is_a_usage_error_naming_it(shell, magics):
+    for run in (lambda: shell.run_cell_magic("sbatch", "--cluster nosuch", "true"),
+                lambda: shell.run_line_magic("squeue", "--cluster nosuch"),
+                lambda: shell.run_line_magic("scancel", "1 --cluster nosuch")):
+        with pytest.raises(UsageError, match=f"'nosuch'.*{CLUSTER}"):
+            run()
+
+
+def test_sbatch_refusals_are_usage_errors(shell, magics):
+    with pytest.raises(UsageError, match="partition: 'nosuch'.*train"):
+        shell.run_cell_magic("sbatch", "--partition nosuch", "true")
+    with pytest.raises(UsageError, match="sbatch refused the job: .*Invalid --time"):
+        shell.run_cell_magic("sbatch", "--time=notatime", "true")
+
+
+def test_squeue_shows_a_running_job_and_scancel_cancels_it(shell, magics):
+    job = submit(shell, "--job-name sleeper", "sleep 300")
+    job.wait_until_running(60)
+    rows = records(shell.run_line_magic("squeue", ""))
+    assert {"job_id": job.id, "name": "sleeper", "state": "RUNNING"}.items() <= next(
+        r for r in rows if r["job_id"] == job.id).items()
+
+    cancelled = shell.run_line_magic("scancel", job.id)
+    assert cancelled.id == job.id
+    assert job.wait(60).state == "CANCELLED"
+
+
+def test_scancel_unknown_job_is_a_usage_error(shell, magics):
+    with pytest.raises(UsageError, match="no job '99999'"):
+        shell.run_line_magic("scancel", "99999")
+
+
+def test_shell_hostile_job_name_is_submitted_literally(shell, magics):
+    from jupyter_gtc.widgets import JobPanel
+
+    name = "a'; echo x"
+    job = submit(shell, '--job-name "a\'; echo x"', "echo ok")
+    assert job.name == name
+    panel = JobPanel(job)
+    assert html.escape(name) in panel.title_html.value
+    job.wait(60)
+    assert job.logs() == "ok\n"
+    assert name in [r["name"] for r in records(shell.run_line_magic("squeue", ""))]
+
+
+def test_gtc_clusters_lists_clusters(shell, magics):
+    rows = records(shell.run_line_magic("gtc_clusters", ""))
+    assert {"name": CLUSTER, "backend": "local", "state": "RUNNING", "nodes": "2/2", "gpus": "0/16"} in rows
+    with pytest.raises(UsageError, match="no arguments"):
+        shell.run_line_magic("gtc_clusters", "extra")
+
+
+def test_sbatch_help_shows_the_options(shell, capsys):
+    shell.run_cell("%%sbatch?")
+    out = capsys.readouterr().out
+    assert "--cluster CLUSTER" in out and "wins over the script's #SBATCH lines" in out.replace("\n", " ")
+
+
+def test_bad_arguments_are_usage_errors(shell, magics):
+    with pytest.raises(UsageError, match="--cluster"):
+        shell.run_cell_magic("sbatch", "--cluster", "true")
+    with pytest.raises(UsageError, match="unrecognized arguments: --nodes"):
+        shell.run_line_magic("squeue", "--nodes 2")
+
+
+def test_gtc_cluster_shows_progress_below_the_cell(shell, slurm_available):
+    from IPython.utils.capture import capture_output
+    from jupyter_gtc import api
+    from jupyter_gtc.widgets import ClusterProgress
+
+    with capture_output() as captured:
+        shell.run_cell_magic("gtc_cluster", "", json.dumps(small_gpu_spec("progress", nodes=1)))
+    try:
+        (progress,) = [widget_shown(out.data) for out in captured.outputs if WIDGET_VIEW in out.data]
+        assert isinstance(progress, ClusterProgress)
+        assert "starting slurmd 1/1: gpu-0" in progress.steps
+        assert progress.message_label.value.startswith("creating cluster progress: done in")
+    finally:
+        api.delete_cluster("progress")

@@ -1,0 +1,111 @@
+"""The job panel against real jobs on a real local cluster. The test thread only sleeps, as
+an idle kernel would: every change the panel shows arrives from the cluster's poller."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import small_gpu_spec
+
+pytestmark = pytest.mark.slurm
+CLUSTER = "jobpanel"
+
+
+@pytest.fixture(scope="module")
+def cluster(slurm_available):
+    from jupyter_gtc import api
+
+    api.create_cluster(small_gpu_spec(CLUSTER, nodes=1))
+    yield CLUSTER
+    api.delete_cluster(CLUSTER)
+
+
+def sleep_until(condition, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_panel_follows_a_job_to_completed_with_its_log(cluster):
+    from jupyter_gtc import api
+    from jupyter_gtc.widgets import JobPanel
+
+    script = "for i in 1 2 3 4; do echo step $i; sleep 1; done; echo done"
+    job = api.submit_job(cluster, script, ["--job-name", "steps"])
+    panel = JobPanel(job)
+    states, logs = [panel.state_label.value], []
+    panel.state_label.observe(lambda change: states.append(change["new"]), "value")
+    panel.log_html.observe(lambda change: logs.append(change["new"]), "value")
+    assert "job " + job.id in panel.title_html.value and "steps" in panel.title_html.value
+
+    assert sleep_until(lambda: not panel.following, 60), panel.state_label.value
+    assert states[0] in ("PENDING", "RUNNING") and states[-1] == "COMPLETED", states
+    assert panel.exit_code_label.value == "0" and panel.nodes_label.value == "gpu-0"
+    assert panel.elapsed_label.value.startswith("0:00:0")
+    for line in ("step 1", "step 4", "done"):
+        assert line in panel.log_html.value
+    # The log grew while the job ran (read incrementally, not only at the end).
+    assert any("step 1" in log and "done" not in log for log in logs), logs
+    assert panel.cancel_button.disabled
+
+
+def test_cancel_button_cancels_a_running_job(cluster):
+    from jupyter_gtc import api
+    from jupyter_gtc.widgets import JobPanel
+
+    job = api.submit_job(cluster, "echo started; sleep 300", ["--job-name", "sleeper"])
+    panel = JobPanel(job)
+    job.wait_until_running(60)
+    assert sleep_until(lambda: panel.state_label.value == "RUNNING")
+
+    panel.cancel_button.click()
+    assert sleep_until(lambda: panel.state_label.value == "CANCELLED", 30), panel.state_label.value
+    assert job.state == "CANCELLED"
+    assert not panel.following and panel.cancel_button.disabled
+    assert "started" in panel.log_html.value
+
+
+def test_panel_keeps_the_last_lines_and_escapes_them(cluster):
+    from jupyter_gtc import api
+    from jupyter_gtc.widgets import JobPanel
+
+    job = api.submit_job(cluster, "for i in $(seq 1 100); do echo \"<line $i>\"; done", ["--job-name", "many"])
+    job.wait(60)
+    panel = JobPanel(job)  # opened after the job finished: one read, no subscription
+    assert not panel.following and panel.state_label.value == "COMPLETED"
+    shown = panel.log_html.value
+    assert "&lt;line 100&gt;" in shown and "&lt;line 61&gt;" in shown and "&lt;line 60&gt;" not in shown
+
+
+def test_panel_shows_the_pollers_warning_while_slurm_cannot_be_asked(cluster, tmp_path, monkeypatch):
+    """squeue failing (here: an squeue earlier on PATH that exits 1) shows as a warning line,
+    which goes once polling works again."""
+    import os
+
+    from jupyter_gtc import api
+    from jupyter_gtc.widgets import JobPanel
+
+    job = api.submit_job(cluster, "sleep 300", ["--job-name", "outage"])
+    job.wait_until_running(60)
+    panel = JobPanel(job)
+    poller = api.job_poller(cluster)
+    broken = tmp_path / "squeue"
+    broken.write_text("#!/bin/sh\necho 'squeue: error: controller unreachable' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    try:
+        monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+        poller.poke()
+        assert sleep_until(lambda: "controller unreachable" in panel.warning_html.value, 30)
+        assert panel.state_label.value == "RUNNING" and panel.following
+        monkeypatch.undo()
+        poller.poke()
+        assert sleep_until(lambda: panel.warning_html.value == "", 30), panel.warning_html.value
+    finally:
+        monkeypatch.undo()
+        job.cancel().wait(30)
+    assert sleep_until(lambda: panel.state_label.value == "CANCELLED", 10)

@@ -112,6 +112,11 @@ def test_job_verbs(tmp_path, slurm_available):
         assert out.startswith("started")
         assert api.get_job(job_id).wait(timeout=30).state == "CANCELLED"
 
+        hostile = tmp_path / "it's $(id) a job.sbatch"
+        hostile.write_text("#!/bin/bash\necho from a hostile path\n")
+        ran = gtc("job", "submit", str(hostile), "--wait", "--job-name", "a'; echo x")
+        assert ran.returncode == 0 and "from a hostile path" in ran.stdout
+
         bad = gtc("job", "submit", str(script), "--cluster", "clijobs", "--gpus-per-node=99")
         assert bad.returncode == 1 and "Requested node configuration is not available" in bad.stderr
     finally:

@@ -5,8 +5,8 @@ many there are, and reads only the new lines of the cluster's job-completion fil
 that have left slurmctld's memory. Widgets, ``Job.wait()`` and the sidebar all read its
 snapshot or subscribe to its changes; none of them polls Slurm itself.
 
-Ticks are fast while watched jobs change and back off (up to ``max_interval``) while
-nothing does. A failed poll is kept as ``warning`` and retried; it never raises.
+Ticks are fast while watched jobs change and back off (up to ``max_interval``, or 1 s while
+a panel is subscribed) while nothing does. A failed poll is kept as ``warning`` and retried; it never raises.
 """
 
 from __future__ import annotations
@@ -120,7 +120,9 @@ class ClusterPoller:
                     self._thread = None
                     return
             changed = self.tick()
-            delay = self.interval if changed else min(delay * 1.5, self.max_interval)
+            # Open panels read new log lines on each tick: with any subscribed, back off to 1 s only.
+            ceiling = min(self.max_interval, 1.0) if self._listeners else self.max_interval
+            delay = self.interval if changed else min(delay * 1.5, ceiling)
             self._wake.wait(delay)
             self._wake.clear()
 

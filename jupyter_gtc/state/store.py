@@ -68,7 +68,7 @@ def _statements(sql: str) -> list[str]:
         if sqlite3.complete_statement(pending):
             statements.append(pending)
             pending = ""
-    if pending.strip() and not all(l.strip().startswith("--") or not l.strip() for l in pending.splitlines()):
+    if pending.strip() and not all(not line.strip() or line.strip().startswith("--") for line in pending.splitlines()):
         raise ValueError(f"unterminated statement in migration: {pending.strip()[:60]}")
     return statements
 

@@ -7,6 +7,15 @@ only where they are used.
 __version__ = "0.1.0"
 
 
+def __getattr__(name: str):
+    # `gtc.jobs.get("pretrain")`, `gtc.clusters.list()`, imported on first use.
+    if name in ("jobs", "clusters"):
+        from . import namespaces
+
+        return getattr(namespaces, name)
+    raise AttributeError(f"module 'jupyter_gtc' has no attribute {name!r}")
+
+
 def _jupyter_labextension_paths():
     """Tell JupyterLab where the prebuilt labextension of this package is."""
     return [{"src": "labextension", "dest": "jupyter_gtc"}]

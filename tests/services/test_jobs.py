@@ -133,8 +133,10 @@ def test_a_new_process_finds_and_waits_for_a_job(jobs_cluster):
             "job = api.submit_job('jobs', 'sleep 2; echo done', ['-J', 'reattach']); print(job.id)")
     job_id = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             timeout=60).stdout.strip()
-    job = api.get_job("reattach", jobs_cluster)
-    assert job.id == job_id
+    import jupyter_gtc as gtc
+
+    job = gtc.jobs.get("reattach")
+    assert job.id == job_id and job.id in [j.id for j in gtc.jobs.list(jobs_cluster)]
     job.wait(timeout=60)
     assert job.state == "COMPLETED" and job.logs() == "done\n"
 

@@ -21,6 +21,12 @@ def _jupyter_labextension_paths():
     return [{"src": "labextension", "dest": "jupyter_gtc"}]
 
 
+def _jupyter_server_extension_points():
+    """Tell the Jupyter server which module holds our server extension. The server imports
+    it (and tornado, bokeh) only when it loads the extension, never on `import jupyter_gtc`."""
+    return [{"module": "jupyter_gtc.server"}]
+
+
 def load_ipython_extension(ipython):
     """``%load_ext jupyter_gtc``: the %%gtc_cluster, %%sbatch, %squeue, %scancel and
     %gtc_clusters magics, and live panels for the jobs a cell shows."""

@@ -53,11 +53,13 @@ def run(
     return Result(argv, proc.returncode, proc.stdout, proc.stderr)
 
 
-def start_daemon(argv: Sequence[str], *, log_file: Path, env: Mapping[str, str] | None = None) -> int:
-    """Start a long-running process in its own session, detached from ours; return its PID.
+def start_daemon(argv: Sequence[str], *, log_file: Path, env: Mapping[str, str] | None = None,
+                 detach: bool = True) -> int:
+    """Start a long-running process; return its PID.
 
-    The daemon outlives this Python process (a cluster outlives the kernel that made it),
-    so it is not a child we wait on: its PID is recorded in the state store instead.
+    ``detach``: in a session of its own, so it outlives this Python process (a cluster
+    outlives the kernel that made it); its PID is recorded in the state store. Without it,
+    the process stays in our process group and dies with it (a kernel's TensorBoard).
     """
     argv = [str(a) for a in argv]
     full_env = {**os.environ, **env} if env else None
@@ -65,7 +67,7 @@ def start_daemon(argv: Sequence[str], *, log_file: Path, env: Mapping[str, str] 
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            env=full_env, start_new_session=True, close_fds=True,
+            env=full_env, start_new_session=detach, close_fds=True,
         )
     # Kept so reap_exited() can collect it: a daemon that exits while this process lives
     # would otherwise stay a zombie and still look alive to a PID check.

@@ -15,6 +15,7 @@ from .backends.base import Progress, no_progress
 from .exceptions import ClusterNotFound, GtcError
 from .services.clusters import Cluster, ClusterService
 from .services.jobs import Job, JobService
+from .services.jobs import set_plotter as register_job_plotter  # for the widgets: how job.plot() draws
 from .slurm.parse import JobStatus
 from .spec.cluster import ClusterSpec, load_cluster_spec, parse_cluster_spec
 from .state import default_home, open_store
@@ -120,6 +121,14 @@ def requeue_job(ref: str, cluster: str | None = None) -> Job:
     return get_job(ref, cluster).requeue()
 
 
+def job_tensorboard(ref: str, cluster: str | None = None):
+    """A real TensorBoard on the job's log dir (started once per process, on a free port,
+    stopped when this process exits or by ``.stop()``); ``.url`` is its address."""
+    from .services import tensorboard
+
+    return tensorboard.start(get_job(ref, cluster).log_dir)
+
+
 def cluster_queue(cluster: str) -> list[JobStatus]:
     """What ``squeue`` shows for the cluster: every job slurmctld knows, finished ones for a while."""
     return _jobs().queue(cluster)
@@ -137,6 +146,15 @@ def doctor() -> list[tuple[str, bool, str]]:
     return run_checks(default_home())
 
 
-__all__ = ["load_cluster_spec", "parse_cluster_spec", "create_cluster", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster", "cluster_env", "delete_cluster",
-           "resolve_cluster", "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "cluster_queue", "job_poller", "doctor", "Job",
-           "Cluster", "ClusterSpec"]
+__all__ = [
+    # specs
+    "ClusterSpec", "load_cluster_spec", "parse_cluster_spec",
+    # clusters
+    "Cluster", "create_cluster", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster",
+    "cluster_env", "delete_cluster", "resolve_cluster", "cluster_queue",
+    # jobs
+    "Job", "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "job_tensorboard", "job_poller",
+    "register_job_plotter",
+    # the machine
+    "doctor",
+]

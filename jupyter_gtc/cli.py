@@ -97,6 +97,11 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("--tail", type=int, help="only the last N lines")
     logs.set_defaults(func=_job_logs)
 
+    board = jv.add_parser("tensorboard", help="run TensorBoard on a job's logs until Ctrl-C")
+    board.add_argument("job", help="Slurm job id or job name")
+    board.add_argument("--cluster")
+    board.set_defaults(func=_job_tensorboard)
+
     for verb, helptext in (("cancel", "cancel a job"), ("requeue", "put a job back in the queue")):
         p_ = jv.add_parser(verb, help=helptext)
         p_.add_argument("job", help="Slurm job id or job name")
@@ -250,6 +255,16 @@ def _job_logs(args) -> None:
         if finished:
             return
         time.sleep(0.5)
+
+
+def _job_tensorboard(args) -> None:
+    board = api.job_tensorboard(args.job, args.cluster)
+    print(f"TensorBoard for {board.log_dir} at {board.url} (Ctrl-C stops it)", flush=True)
+    try:
+        while board.running:
+            time.sleep(1)
+    finally:
+        board.stop()
 
 
 def _job_cancel(args) -> None:

@@ -97,6 +97,17 @@ class GtcMagics(Magics):
         return job
 
     @line_magic
+    @magic_arguments()
+    @argument("job", help="the job's Slurm id or name")
+    @argument("--cluster", help="default: the cluster used last, or the only one")
+    def gtc_tensorboard(self, line: str):
+        """Start TensorBoard on the job's logs (once per kernel; it stops with the kernel)
+        and show a link to it."""
+        args = _parse(self.gtc_tensorboard, line)
+        with _usage_errors():
+            return api.job_tensorboard(args.job, self._cluster(args.cluster))
+
+    @line_magic
     def gtc_clusters(self, line: str = ""):
         """Every cluster: name, backend, state, nodes ready/total, GPUs used/total."""
         if line.strip():
@@ -127,13 +138,15 @@ class GtcMagics(Magics):
 def load(shell) -> None:
     """What ``%load_ext jupyter_gtc`` does."""
     shell.register_magics(GtcMagics)
-    shell.display_formatter.mimebundle_formatter.for_type(api.Job, _job_panel_bundle)
+    # An ipython_display formatter, not a mimebundle one: the panel may grow a live plot,
+    # and BokehJS's loader must go out in the same output before it.
+    shell.display_formatter.ipython_display_formatter.for_type(api.Job, _display_job_panel)
 
 
-def _job_panel_bundle(job: api.Job) -> dict[str, Any]:
+def _display_job_panel(job: api.Job) -> None:
     from .widgets import JobPanel
 
-    return JobPanel(job)._repr_mimebundle_()
+    JobPanel(job)._ipython_display_()
 
 
 def _split(line: str) -> list[str]:

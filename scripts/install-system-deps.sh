@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Install the Debian packages jupyter_gtc's local backend and build need, when missing.
+# Install the Debian packages jupyter_gtc's local backend, build and browser tests need, when missing.
 # Idempotent: does nothing (and needs no network) when everything is already there.
 set -euo pipefail
 
 declare -A want=(
   [munged]=munge [slurmctld]=slurmctld [slurmd]=slurmd [sbatch]=slurm-client
   [tini]=tini [unshare]=util-linux [nsenter]=util-linux [ip]=iproute2 [npm]=npm
+  [chromium]=chromium  # the browser tests drive it with Playwright (tests/browser/)
 )
 missing=()
 for program in "${!want[@]}"; do

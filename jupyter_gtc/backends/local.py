@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._ports import free_ports
 from ..exceptions import BackendUnavailable, ClusterBusy, ClusterStartError, CommandError, SpecError, SpecErrors
 from ..slurm.commands import SlurmCommands
 from ..slurm.render import (
@@ -86,7 +87,7 @@ class LocalBackend(Backend):
         for sub in ("etc", "run", "state", "log", "spool", "gpus"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         runtime["hostname"] = socket.gethostname().split(".")[0]
-        runtime["controller_port"] = _free_ports(1)[0]
+        runtime["controller_port"] = free_ports(1)[0]
         runtime["node_ports"] = {}
         runtime["munge_socket_dir"] = str(_munge_socket_dir(root))
         runtime["node_slots"] = {}
@@ -165,7 +166,7 @@ class LocalBackend(Backend):
         for name in list(ports):
             if name not in wanted:
                 del ports[name]
-        new_ports = iter(_free_ports(len([n for n in wanted if n not in ports])))
+        new_ports = iter(free_ports(len([n for n in wanted if n not in ports])))
         for name in wanted:
             if name not in ports:
                 ports[name] = next(new_ports)
@@ -383,20 +384,6 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free right now (held open together so none repeats)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("0.0.0.0", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _wait_for(check, timeout: float, error) -> None:

@@ -20,7 +20,10 @@ from ..spec.job import option, parse_options, safe_name, sbatch_directives
 from ..slurm.commands import SlurmCommands
 from ..state import ClusterRecord, JobRecord, Store
 from .clusters import RUNNING, ClusterService
+from ..metrics import progress
+from ..metrics.progress import Progress
 from .logs import LogFollower, tail_lines
+from .metrics import JobMetrics, as_table
 from .poller import ClusterPoller, JobView
 
 
@@ -103,6 +106,44 @@ class Job:
         """An incremental reader of the log: each ``read_new()`` returns only what was added."""
         return LogFollower(self.log_path)
 
+    # -- metrics ---------------------------------------------------------------------
+
+    @property
+    def log_dir(self) -> Path:
+        """``AIP_TENSORBOARD_LOG_DIR``: where the job writes its TensorBoard event files."""
+        return self.job_dir / "logs"
+
+    @property
+    def hypertune_file(self) -> Path:
+        """``CLOUD_ML_HP_METRIC_FILE``: where cloudml-hypertune writes the job's reports."""
+        return self.job_dir / "hypertune.metrics"
+
+    @property
+    def metrics_feed(self) -> JobMetrics:
+        """The process's one incremental reader of this job's metrics, for live consumers
+        (``subscribe`` to get every new scalar; ``refresh`` to read)."""
+        return self._service.metrics_of(self)
+
+    def metrics(self):
+        """Every scalar the job has written so far: tag, step, wall_time, value (and run),
+        as a pandas DataFrame where pandas is installed, else a list of ``Scalar``."""
+        tail = self._service.metrics_of(self)
+        tail.refresh()
+        return as_table(tail.all())
+
+    def progress(self) -> Progress | None:
+        """How far the job is, from a ``progress/total_steps`` scalar or tqdm lines in its log."""
+        tail = self._service.metrics_of(self)
+        tail.refresh()
+        return progress.from_scalars(tail.all()) or progress.from_log(self.logs(tail=5))
+
+    def plot(self):
+        """A live plot of the job's scalars (one line per tag) that grows while it trains.
+        Drawn by the notebook front end: ``%load_ext jupyter_gtc`` first."""
+        if _plotter is None:
+            raise GtcError("job.plot() draws in a notebook: run `%load_ext jupyter_gtc` first")
+        return _plotter(self)
+
     def cancel(self) -> "Job":
         self._service.cancel(self)
         return self
@@ -125,11 +166,22 @@ class Job:
         return f"<Job {self.id} {self.name!r} on {self.cluster}: {self.state}{code}>"
 
 
+# The front end that can draw plots registers itself here (widgets do, on import), so this
+# layer stays free of widget libraries.
+_plotter = None
+
+
+def set_plotter(plotter) -> None:
+    global _plotter
+    _plotter = plotter
+
+
 class JobService:
     def __init__(self, store: Store, clusters: ClusterService):
         self.store = store
         self.clusters = clusters
         self._pollers: dict[str, ClusterPoller] = {}
+        self._metrics: dict[tuple[str, str], JobMetrics] = {}
         self._lock = threading.Lock()
 
     def poller(self, cluster: str) -> ClusterPoller:
@@ -137,6 +189,14 @@ class JobService:
             if cluster not in self._pollers:
                 self._pollers[cluster] = ClusterPoller(cluster, lambda: self._commands(cluster), self.store)
             return self._pollers[cluster]
+
+    def metrics_of(self, job: Job) -> JobMetrics:
+        """The process's one metrics reader for ``job``."""
+        with self._lock:
+            key = (job.cluster, job.id)
+            if key not in self._metrics:
+                self._metrics[key] = JobMetrics(job.log_dir, job.hypertune_file)
+            return self._metrics[key]
 
     def _commands(self, cluster: str, record: ClusterRecord | None = None) -> SlurmCommands:
         record = record or self.store.get_cluster(cluster)
@@ -232,6 +292,7 @@ class JobService:
             "AIP_MODEL_DIR": f"{job_dir}/model/",
             "AIP_CHECKPOINT_DIR": f"{job_dir}/checkpoints/",
             "AIP_TENSORBOARD_LOG_DIR": f"{job_dir}/logs/",
+            "CLOUD_ML_HP_METRIC_FILE": f"{job_dir}/hypertune.metrics",
             "GTC_CLUSTER": cluster,
             "GTC_JOB_DIR": str(job_dir),
         }

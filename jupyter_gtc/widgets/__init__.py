@@ -1,7 +1,11 @@
 """ipywidgets panels: render what ``jupyter_gtc.api`` returns, and nothing more. They never
 poll Slurm; a job panel is fed by the cluster's one poller."""
 
+from ..api import register_job_plotter
 from .cluster_panel import ClusterPanel, ClusterProgress
 from .job_panel import JobPanel
+from .job_plot import plot_job
 
-__all__ = ["ClusterPanel", "ClusterProgress", "JobPanel"]
+register_job_plotter(plot_job)  # job.plot() draws with these widgets from now on
+
+__all__ = ["ClusterPanel", "ClusterProgress", "JobPanel", "plot_job"]

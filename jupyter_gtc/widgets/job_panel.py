@@ -17,6 +17,8 @@ from collections import deque
 import ipywidgets as w
 
 from .. import api
+from ..metrics import progress
+from .plot import display_with_bokehjs
 from ..exceptions import GtcError
 
 LOG_LINES = 40
@@ -40,10 +42,16 @@ class JobPanel(w.VBox):
                                       tooltip="scancel this job", layout=w.Layout(width="auto"))
         self.warning_html = w.HTML()
         self.log_html = w.HTML()
+        # Shown once the job reports how far it is (progress/total_steps or tqdm lines).
+        self.progress_bar = w.FloatProgress(min=0.0, max=1.0, layout=w.Layout(width="40%", display="none"))
+        self.progress_label = w.Label()
+        # The live plot appears here once the job has written its first scalars.
+        self.plot_box = w.VBox()
         fields = w.HBox([_field("state", self.state_label), _field("elapsed", self.elapsed_label),
                          _field("nodes", self.nodes_label), _field("exit code", self.exit_code_label),
                          self.cancel_button], layout=w.Layout(align_items="center"))
-        super().__init__([self.title_html, fields, self.warning_html, self.log_html])
+        progress_row = w.HBox([self.progress_bar, self.progress_label], layout=w.Layout(align_items="center"))
+        super().__init__([self.title_html, fields, progress_row, self.warning_html, self.plot_box, self.log_html])
 
         self.job = job
         self._poller = api.job_poller(job.cluster)
@@ -72,6 +80,7 @@ class JobPanel(w.VBox):
             finished = job.finished  # read state before the log, so the last read is complete
             self._show_fields(job)
             self._read_log()
+            self._show_metrics(job)
             warning = self._poller.warning
             if warning and not finished:
                 self.warning_html.value = f"<span style='color:{_FAILURE_COLOUR}'>⚠ {html.escape(warning)}</span>"
@@ -87,6 +96,10 @@ class JobPanel(w.VBox):
             self._unsubscribe()
             self._unsubscribe = None
         super().close()
+
+    def _ipython_display_(self, **kwargs) -> None:
+        # The loader first: the live plot that appears in the panel needs BokehJS.
+        display_with_bokehjs(self, **kwargs)
 
     def __repr__(self) -> str:  # what a terminal, or a notebook without widgets, shows
         return repr(self.job)
@@ -105,6 +118,18 @@ class JobPanel(w.VBox):
         self.elapsed_label.value = _duration(job.elapsed)
         self.nodes_label.value = job.nodes or "-"
         self.exit_code_label.value = "-" if job.exit_code is None else str(job.exit_code)
+
+    def _show_metrics(self, job: api.Job) -> None:
+        metrics = job.metrics_feed
+        metrics.refresh()  # every subscriber (this panel's plot too) gets what is new
+        scalars = metrics.all()
+        found = progress.from_scalars(scalars) or progress.from_log(self._partial or "\n".join(list(self._lines)[-3:]))
+        if found is not None:
+            self.progress_bar.layout.display = ""
+            self.progress_bar.value = found.fraction
+            self.progress_label.value = found.describe()
+        if not self.plot_box.children and any(s.tag != progress.TOTAL_STEPS_TAG for s in scalars):
+            self.plot_box.children = [job.plot()]
 
     def _start_near_end(self) -> None:
         try:

@@ -1,0 +1,258 @@
+"""Metrics tail: how fast MetricsReader reads event files, against TensorBoard's loaders,
+and what one poll of a ~1 GB log dir costs once it has caught up.
+
+    .venv/bin/python bench/metrics_tail.py [--no-big] [--big-gb 1.0]
+
+Part 1 writes 1,000,000 scalars (4 runs x 10 tags x 25,000 steps) with
+torch.utils.tensorboard's SummaryWriter (as fast as tensorboardX here; two processes),
+then reads the same log dir with:
+  * ours: `MetricsReader(log_dir).read_new()`, every record checksummed;
+  * TensorBoard's Python loader: `plugin_event_multiplexer.EventMultiplexer` (what
+    `tensorboard --load_fast=false` runs; without TensorFlow it checks CRCs in pure Python),
+    and its bare `EventFileLoader` (framing and parsing only, no accumulation);
+  * TensorBoard's Rust data server (`--load_fast=true`, the default where it is installed),
+    with `--checksum` like ours; it loads runs on several threads, so its CPU time is shown.
+Part 2 (on unless --no-big) copies valid event records into many files until the log dir
+holds ~1 GB, lets a reader catch up, appends 100 points to one file and times one poll.
+Files live in the page cache (just written): these are warm-cache numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jupyter_gtc.metrics import MetricsReader  # noqa: E402
+from jupyter_gtc.metrics.records import parse_records  # noqa: E402
+
+RUNS, TAGS, STEPS = 4, 10, 25_000
+
+
+def write_run(args: tuple[str, int]) -> None:
+    """One run: TAGS x STEPS scalars with torch's SummaryWriter (in a worker process)."""
+    folder, seed = args
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(folder, max_queue=10_000, flush_secs=600)
+    tags = [f"train/metric_{i}" for i in range(TAGS)]
+    for step in range(STEPS):
+        for i, tag in enumerate(tags):
+            writer.add_scalar(tag, seed + step * 0.001 + i, step)
+    writer.close()
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - t0
+
+
+def timed_cpu(fn):
+    """(result, wall seconds, CPU seconds of this process): other work on the machine
+    inflates wall time, CPU time much less."""
+    cpu0 = time.process_time()
+    result, seconds = timed(fn)
+    return result, seconds, time.process_time() - cpu0
+
+
+def read_ours(log_dir: Path) -> int:
+    return len(MetricsReader(log_dir).read_new())
+
+
+def read_multiplexer(log_dir: Path) -> int:
+    from tensorboard.backend.event_processing import plugin_event_accumulator as pea
+    from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+
+    mux = pem.EventMultiplexer(size_guidance={pea.TENSORS: 0})  # keep every point
+    mux.AddRunsFromDirectory(str(log_dir))
+    mux.Reload()
+    return sum(len(mux.Tensors(run, tag))
+               for run, tags in mux.PluginRunToTagToContent("scalars").items() for tag in tags)
+
+
+def read_event_file_loader(log_dir: Path) -> int:
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    count = 0
+    for path in sorted(log_dir.rglob("*tfevents*")):
+        for event in EventFileLoader(str(path)).Load():
+            count += len(event.summary.value)
+    return count
+
+
+def read_rustboard(log_dir: Path) -> tuple[int, float, float]:
+    """(scalars served, load-cycle seconds from its log, CPU seconds of the server)."""
+    import grpc
+    import tensorboard_data_server
+    from tensorboard.data.proto import data_provider_pb2 as dp
+    from tensorboard.data.proto import data_provider_pb2_grpc as dp_grpc
+
+    port_file = log_dir.parent / "rustboard.port"
+    cpu_before = children_cpu()
+    server = subprocess.Popen(
+        [tensorboard_data_server.server_binary(), "--logdir", str(log_dir), "--port", "0",
+         "--port-file", str(port_file), "--reload", "once", "--checksum",
+         "--samples-per-plugin", "scalars=all", "--die-after-stdin", "-v"],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        load_s = None
+        for line in server.stderr:  # "Finished load cycle (1.234s)" or "(52.1ms)"
+            if "Finished load cycle" in line:
+                took = line.rsplit("(", 1)[1].rstrip(")\n")
+                load_s = float(took[:-2]) / 1e3 if took.endswith("ms") else float(took[:-1])
+                break
+        port = int(port_file.read_text())
+        options = [("grpc.max_receive_message_length", -1)]  # 1M points in one reply
+        with grpc.insecure_channel(f"localhost:{port}", options=options) as channel:
+            stub = dp_grpc.TensorBoardDataProviderStub(channel)
+            response = stub.ReadScalars(dp.ReadScalarsRequest(
+                plugin_filter=dp.PluginFilter(plugin_name="scalars"),
+                downsample=dp.Downsample(num_points=10**9)))
+        count = sum(len(t.data.step) for run in response.runs for t in run.tags)
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    return count, load_s or float("nan"), children_cpu() - cpu_before
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def part_one(root: Path) -> Path:
+    log_dir = root / "one_million"
+    folders = [(str(log_dir / f"run_{i}"), i * 100) for i in range(RUNS)]
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        _, write_s = timed(lambda: pool.map(write_run, folders))
+    total = RUNS * TAGS * STEPS
+    size = sum(p.stat().st_size for p in log_dir.rglob("*tfevents*"))
+    print(f"wrote {total:,} scalars in {RUNS} files ({size / 1e6:.1f} MB) with torch "
+          f"SummaryWriter in {write_s:.1f} s ({total / write_s:,.0f} scalars/s, 2 processes)\n")
+
+    ours = min((timed_cpu(lambda: read_ours(log_dir)) for _ in range(3)), key=lambda r: r[2])
+    rows = [("ours: MetricsReader.read_new() (best of 3)", *ours)]
+    rows.append(("TensorBoard EventMultiplexer (Python)",
+                 *timed_cpu(lambda: read_multiplexer(log_dir))))
+    rows.append(("TensorBoard EventFileLoader (Python, no accumulation)",
+                 *timed_cpu(lambda: read_event_file_loader(log_dir))))
+    try:
+        count, load_s, cpu_s = read_rustboard(log_dir)
+        rows.append(("TensorBoard data server (Rust, --checksum; threads)", count, load_s, cpu_s))
+    except Exception as e:  # optional comparison: say why it is missing, keep the table
+        print(f"(Rust data server not measured: {e})")
+
+    print(f"{'reader':<54}{'scalars':>10}{'wall s':>8}{'scalars/s':>11}{'ours/theirs':>12}"
+          f"{'CPU s':>8}{'per CPU-s':>11}{'ours/theirs':>12}")
+    ours_rate, ours_cpu_rate = ours[0] / ours[1], ours[0] / ours[2]
+    for name, count, seconds, cpu in rows:
+        rate, cpu_rate = count / seconds, count / cpu
+        print(f"{name:<54}{count:>10,}{seconds:>8.2f}{rate:>11,.0f}{ours_rate / rate:>11.2f}x"
+              f"{cpu:>8.2f}{cpu_rate:>11,.0f}{ours_cpu_rate / cpu_rate:>11.2f}x")
+    assert all(r[1] == total for r in rows), "a reader did not return every scalar"
+    return log_dir
+
+
+def build_big_dir(root: Path, source: Path, gigabytes: float) -> tuple[Path, int]:
+    """~`gigabytes` of valid event files: one file's first 4 MB of whole records, copied."""
+    data = source.read_bytes()
+    piece = data[:parse_records(data[:4 << 20]).next_offset]
+    big = root / "big"
+    files = int(gigabytes * (1 << 30) / len(piece))
+    for i in range(files):
+        folder = big / f"run_{i % 16:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"events.out.tfevents.{1_700_000_000 + i}.bench.{i}").write_bytes(piece)
+    return big, files
+
+
+def append_points(root: Path, target: Path, n: int, start_step: int) -> None:
+    """Append `n` records written by a real SummaryWriter to `target`."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    scratch = Path(tempfile.mkdtemp(dir=root))
+    writer = SummaryWriter(str(scratch))
+    for step in range(start_step, start_step + n):
+        writer.add_scalar("train/appended", step * 0.5, step)
+    writer.close()
+    (written,) = list(scratch.glob("*tfevents*"))
+    records = written.read_bytes()
+    first = parse_records(records).records[0]  # file_version: keep only the scalars
+    with open(target, "ab") as f:
+        f.write(records[16 + len(first):])
+    shutil.rmtree(scratch)
+
+
+def part_two(root: Path, source: Path, gigabytes: float) -> None:
+    (big, files), build_s = timed(lambda: build_big_dir(root, source, gigabytes))
+    size = sum(p.stat().st_size for p in big.rglob("*tfevents*"))
+    print(f"\nbuilt {big.name}/: {files} event files in 16 runs, {size / 1e9:.2f} GB, "
+          f"in {build_s:.1f} s")
+    reader = MetricsReader(big)
+    count, catch_up_s, cpu_s = timed_cpu(lambda: len(reader.read_new()))
+    first = reader.last_poll
+    print(f"first poll (catch up): {count:,} scalars, {first.bytes_read / 1e9:.2f} GB read, "
+          f"{catch_up_s:.1f} s wall, {cpu_s:.1f} s CPU ({count / catch_up_s:,.0f} scalars/s, "
+          f"{first.bytes_read / catch_up_s / 1e6:.0f} MB/s)")
+    time.sleep(2.5)  # let folder mtimes age past the racy window, as they do in a real job
+
+    target = sorted(big.rglob("*tfevents*"))[files // 2]
+    rows = []
+    reader.read_new()
+    rows.append(("idle poll (nothing changed)", *poll(reader, 0)))
+    reader.full_rescan_s = 0
+    rows.append(("idle poll, full walk (every full_rescan_s)", *poll(reader, 0)))
+    reader.full_rescan_s = 3600
+    samples = []
+    for i in range(5):
+        append_points(root, target, 100, 10_000 * (i + 1))
+        samples.append(poll(reader, 100))
+    median = sorted(samples, key=lambda s: s[0])[len(samples) // 2]
+    rows.append(("poll after 100 points appended to 1 file (median of 5)", *median))
+
+    print(f"\n{'poll of a ' + format(size / 1e9, '.2f') + ' GB log dir, ' + str(files) + ' files':<58}"
+          f"{'ms':>8}{'bytes read':>12}{'stats':>7}{'listed':>8}{'scalars':>9}")
+    for name, ms, stats in rows:
+        n_stats = stats.files_statted + stats.dirs_statted + stats.dirs_listed
+        print(f"{name:<58}{ms:>8.2f}{stats.bytes_read:>12,}{n_stats:>7}"
+              f"{stats.dirs_listed:>8}{stats.scalars:>9}")
+    print(f"(ms per poll over {len(samples)} appends: "
+          f"{statistics.mean(s[0] for s in samples):.2f} mean)")
+
+
+def poll(reader: MetricsReader, expected: int):
+    got, seconds = timed(reader.read_new)
+    assert len(got) == expected, (len(got), expected)
+    return seconds * 1e3, reader.last_poll
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-big", action="store_true", help="skip the ~1 GB log dir part")
+    parser.add_argument("--big-gb", type=float, default=1.0, help="size of the big log dir")
+    args = parser.parse_args()
+    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
+    root = Path(tempfile.mkdtemp(prefix="gtc-bench-metrics-"))
+    try:
+        log_dir = part_one(root)
+        if not args.no_big:
+            source = sorted(log_dir.rglob("*tfevents*"))[0]
+            part_two(root, source, args.big_gb)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""A tiny training job that follows the job contract: fits a small MLP to a noisy sine on
+the CPU (or a GPU where there is one), writes its scalars for TensorBoard under
+AIP_TENSORBOARD_LOG_DIR and its model under AIP_MODEL_DIR.
+
+    python tiny_regression.py --steps 200 --learning_rate 0.01 --step_delay 0.02
+
+``--step_delay`` slows it down so a live plot has something to watch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--learning_rate", type=float, default=0.01)
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--step_delay", type=float, default=0.0, help="seconds to sleep per step")
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x = torch.linspace(-3, 3, 512, device=device).unsqueeze(1)
+    y = torch.sin(x) + 0.1 * torch.randn_like(x)
+    model = torch.nn.Sequential(torch.nn.Linear(1, args.hidden), torch.nn.Tanh(),
+                                torch.nn.Linear(args.hidden, 1)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.steps)
+
+    log_dir = os.environ.get("AIP_TENSORBOARD_LOG_DIR", "logs")
+    with SummaryWriter(log_dir=log_dir, flush_secs=1) as writer:
+        writer.add_scalar("progress/total_steps", args.steps, 0)
+        for step in range(1, args.steps + 1):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            writer.add_scalar("train/loss", loss.item(), step)
+            writer.add_scalar("train/lr", schedule.get_last_lr()[0], step)
+            if step % 10 == 0 or step == args.steps:
+                print(f"step {step}/{args.steps} loss {loss.item():.4f}", flush=True)
+            time.sleep(args.step_delay)
+
+    model_dir = os.environ.get("AIP_MODEL_DIR", "model")
+    os.makedirs(model_dir, exist_ok=True)
+    torch.save(model.state_dict(), os.path.join(model_dir, "model.pt"))
+    print(f"final loss {loss.item():.4f}; model saved to {model_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The cloudml-hypertune metrics file, read for entries not seen before.
+
+A trial reports tuning metrics with ``hypertune.HyperTune().report_hyperparameter_tuning_metric``,
+which keeps its last 100 reports and REWRITES the whole file (``CLOUD_ML_HP_METRIC_FILE``)
+on each report, one JSON object a line::
+
+    {"accuracy": "0.93", "checkpoint_path": "", "global_step": "200", "timestamp": 1700000000.1, "trial": "3"}
+
+So an offset means nothing here: entries are tracked by content. A line is new if that
+exact line was never returned before. A line without its newline is a rewrite caught
+midway and waits for the next read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+from .scalar import Scalar
+
+log = logging.getLogger(__name__)
+
+HYPERTUNE_RUN = "hypertune"  # the `run` of every hypertune Scalar, apart from event-file runs
+NOT_METRICS = frozenset({"global_step", "timestamp", "trial", "checkpoint_path"})
+# A rewrite within this many seconds of the file's mtime could share that mtime with an
+# earlier read (coarse timestamps on some filesystems), so such a file is read again.
+RACY_SECONDS = 2.0
+
+
+def parse_hypertune_line(line: str) -> list[Scalar]:
+    """The scalars in one JSON line: one per metric key (the library writes one)."""
+    entry = json.loads(line)
+    if not isinstance(entry, dict):
+        raise ValueError("not a JSON object")
+    step = int(float(entry.get("global_step") or 0))
+    wall_time = float(entry.get("timestamp") or 0.0)
+    out = []
+    for tag, value in entry.items():
+        if tag not in NOT_METRICS:
+            out.append(Scalar(tag, step, wall_time, float(value), HYPERTUNE_RUN))
+    return out
+
+
+class HypertuneTail:
+    """Returns the entries of one hypertune file that earlier calls did not return.
+
+    Memory grows with the number of distinct reports (one line each, ~130 bytes), which
+    is the number of evaluations a trial makes: small.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.bad_lines = 0
+        self._seen: set[str] = set()
+        self._signature: tuple[int, int, int] | None = None
+
+    def read_new(self) -> list[Scalar]:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return []
+        signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+        racy = time.time() - st.st_mtime < RACY_SECONDS
+        if signature == self._signature and not racy:
+            return []
+        try:
+            text = self.path.read_bytes().decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            return []
+        self._signature = signature
+        out: list[Scalar] = []
+        # Only lines that end in a newline are whole; the rest is a rewrite in progress.
+        for line in text.split("\n")[:-1]:
+            line = line.strip()
+            if not line or line in self._seen:
+                continue
+            try:
+                scalars = parse_hypertune_line(line)
+            except (ValueError, TypeError) as e:
+                self.bad_lines += 1
+                log.warning("skipping a bad line in %s: %s (%.80s)", self.path, e, line)
+            else:
+                out.extend(scalars)
+            self._seen.add(line)
+        return out

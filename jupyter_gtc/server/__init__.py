@@ -1,0 +1,16 @@
+"""The Jupyter server extension: routes that JupyterLab and notebook outputs load from.
+
+Enabled by ``etc/jupyter/jupyter_server_config.d/jupyter_gtc.json`` (shipped in the wheel);
+``jupyter server extension list`` shows it. Only the server imports this package.
+"""
+
+from __future__ import annotations
+
+
+def _load_jupyter_server_extension(serverapp) -> None:
+    """Called once by the Jupyter server at start-up: add our routes to its web app."""
+    from .routes import setup_routes
+
+    setup_routes(serverapp.web_app)
+    serverapp.log.info("jupyter_gtc: serving BokehJS under %sgtc/static/bokeh/",
+                       serverapp.web_app.settings["base_url"])

@@ -1,0 +1,59 @@
+"""HTTP routes of the server extension.
+
+``{base_url}gtc/static/bokeh/<file>`` serves the BokehJS files of the installed ``bokeh``
+package (``bokeh/server/static``: ``js/bokeh.min.js``, ``js/bokeh-widgets.min.js``, ...),
+so live plots render without a CDN (unreachable offline) and without INLINE resources
+(about 8 MB in every saved notebook). Only a logged-in user gets them, like every other
+route of the server; a browser that opened JupyterLab has the login cookie, so a script
+tag or request from the page just works.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.utils import url_path_join
+from tornado import web
+
+BOKEH_ROUTE = "gtc/static/bokeh"
+# The files never change for one bokeh version, and the plot's loader asks for them with
+# `?v=<bokeh version>`, so an upgrade gets new URLs: let the browser keep them a year.
+# "private": they are behind a login, so shared caches must not keep them.
+_CACHE_CONTROL = "private, max-age=31536000, immutable"
+
+
+def bokeh_static_dir() -> Path:
+    """The folder of BokehJS's built files in the installed bokeh package."""
+    from bokeh.util.paths import bokehjs_path
+
+    return Path(bokehjs_path())
+
+
+class BokehStaticHandler(JupyterHandler, web.StaticFileHandler):
+    """BokehJS's static files, for authenticated users only."""
+
+    @web.authenticated
+    def head(self, path: str):
+        return web.StaticFileHandler.head(self, path)
+
+    @web.authenticated
+    def get(self, path: str, include_body: bool = True):
+        return web.StaticFileHandler.get(self, path, include_body)
+
+    def set_extra_headers(self, path: str) -> None:
+        # Runs after StaticFileHandler's own cache headers: replaces its Cache-Control.
+        self.set_header("Cache-Control", _CACHE_CONTROL)
+
+    @classmethod
+    def get_cache_time(cls, path, modified, mime_type) -> int:
+        return 365 * 24 * 3600  # also sets Expires, for old caches
+
+
+def setup_routes(web_app) -> None:
+    """Add the extension's routes to a Jupyter server's tornado application."""
+    base_url = web_app.settings["base_url"]
+    web_app.add_handlers(".*$", [
+        (url_path_join(base_url, BOKEH_ROUTE, "(.*)"), BokehStaticHandler,
+         {"path": str(bokeh_static_dir())}),
+    ])

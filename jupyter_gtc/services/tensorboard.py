@@ -1,0 +1,92 @@
+"""A real TensorBoard on a job's log dir: one per log dir per process, on a free port,
+stopped when the process exits (or on request)."""
+
+from __future__ import annotations
+
+import atexit
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from .. import _process
+from .._ports import free_ports
+from ..exceptions import GtcError
+
+_running: dict[Path, "TensorBoard"] = {}
+_lock = threading.Lock()
+
+
+@dataclass
+class TensorBoard:
+    log_dir: Path
+    port: int
+    pid: int
+    host: str = "127.0.0.1"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/"
+
+    @property
+    def running(self) -> bool:
+        _process.reap_exited()
+        try:
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def stop(self) -> None:
+        try:
+            proc = psutil.Process(self.pid)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+        except psutil.TimeoutExpired:
+            proc.kill()
+        except psutil.Error:
+            pass
+        _process.reap_exited()
+        with _lock:
+            if _running.get(self.log_dir) is self:
+                del _running[self.log_dir]
+
+    def _repr_html_(self) -> str:
+        return f'<a href="{self.url}" target="_blank">TensorBoard for {self.log_dir}</a> (pid {self.pid})'
+
+
+def start(log_dir: Path, timeout: float = 90) -> TensorBoard:
+    """TensorBoard for ``log_dir``: the one this process started already, or a new one once
+    it answers HTTP. It lives in this process's group, so it dies with the kernel."""
+    log_dir = Path(log_dir)
+    with _lock:
+        existing = _running.get(log_dir)
+        if existing and existing.running:
+            return existing
+        port = free_ports(1, "127.0.0.1")[0]
+        out = log_dir.parent / "tensorboard.out"
+        pid = _process.start_daemon(
+            [sys.executable, "-m", "tensorboard.main", "--logdir", str(log_dir), "--host", "127.0.0.1",
+             "--port", str(port), "--reload_interval", "2"], log_file=out, detach=False)
+        board = _running[log_dir] = TensorBoard(log_dir, port, pid)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not board.running:
+            raise GtcError(f"TensorBoard exited: {out.read_text(errors='replace')[-500:]}")
+        try:
+            with urllib.request.urlopen(board.url, timeout=2):
+                return board
+        except OSError:
+            time.sleep(0.3)
+    board.stop()
+    raise GtcError(f"TensorBoard did not answer on {board.url} within {timeout:.0f} s; see {out}")
+
+
+@atexit.register
+def _stop_all() -> None:
+    for board in list(_running.values()):
+        board.stop()

@@ -1,0 +1,361 @@
+"""``LivePlot``: a Bokeh plot of training scalars that grows while a job trains.
+
+One line per tag (x = step, y = value); a tag selector and a log-y toggle beside the plot;
+hovering shows tag, step and value. ``add(scalars)`` may be called from any thread (the
+poller's, a reader's, the kernel's): it streams only the new points to the browser.
+
+How it reaches the browser
+    ``LivePlot`` *is* a ``jupyter_bokeh.BokehModel``: one ipywidget that carries a Bokeh
+    document and sends each change as a Bokeh patch over its comm, so it keeps updating
+    while the kernel runs other cells and after a page reload. jupyter_bokeh's
+    labextension does not bundle BokehJS: it calls ``window.Bokeh`` when a view is made.
+    So displaying a plot first emits a small loader (``bokehjs_loader()``) that fetches
+    ``{base_url}gtc/static/bokeh/js/bokeh.min.js`` and ``bokeh-widgets.min.js`` from our
+    server extension (logged-in users only, cached for a year per bokeh version): never a
+    CDN (unreachable offline) nor INLINE resources (8 MB in every saved notebook). It loads
+    them synchronously, so ``window.Bokeh`` exists before the widget view after it in the
+    same output is built, on the first run and after a reload alike.
+
+Keeping every view complete
+    A BokehModel view is built from the widget's ``render_bundle`` state and then applies
+    the patches sent *while it exists*; patches sent before it exists are lost, and
+    jupyter_bokeh never refreshes ``render_bundle`` after construction. So this class
+    (1) builds ``render_bundle`` from the current document whenever a frontend asks for
+    the state (a page reload), and (2) runs a handshake: until a view reports that it has
+    rendered (Bokeh's ``document_ready`` event), changes are sent as whole-document state
+    (throttled, from 0.1 s backing off to 5 s) instead of patches; once a view is ready it
+    gets one last full state if anything changed, and from then on only patches. Displaying
+    the plot, or a reload, starts the handshake again. So a plot filled before it is shown
+    (a job panel that backfills a job's history, then adds the plot as a child) shows
+    every point, and no point is lost between a display and its first render.
+
+Thread safety
+    A Bokeh ``Document`` is not thread-safe (a Bokeh server only lets other threads change
+    it through ``add_next_tick_callback``). jupyter_bokeh sends one patch as several comm
+    messages (header, metadata, content, then each binary buffer) that the browser
+    reassembles in order; ipykernel hands comm messages from any thread to its IOPub thread
+    in call order, so a patch is safe to send from a background thread, but two threads
+    sending patches at once would interleave their parts and corrupt both. One re-entrant
+    lock per plot therefore covers every change to its document and every message it
+    sends: ``add``, the state builder, and the changes the browser sends back (a tag
+    unticked, log-y toggled), which jupyter_bokeh applies on the kernel's main thread.
+
+Points kept per tag (``max_points_per_tag``, ``cap``)
+    Points are appended with ``ColumnDataSource.stream`` (``rollover=cap`` as a guard). When
+    a tag would exceed the cap, its source is rebuilt once: the newest ``cap // 2`` points
+    stay at full resolution; everything older is cut into ``cap // 8`` equal step ranges
+    and each range keeps only its lowest and highest point (plus the very first point), so
+    spikes and divergences stay visible and the old part covers the whole run evenly in
+    step, however long it gets. A tag then holds about ``3/4 cap`` points and streams
+    again until it reaches the cap: the browser never holds more than ``cap`` points a tag,
+    and rebuilding costs one full send per ``cap / 4`` new points.
+
+Lines are keyed by (run, tag): a line is labelled ``tag``, or ``tag (run)`` for an event
+file below the job's log dir. ``add`` drops points that are not newer, by (wall_time, step),
+than the last one its line got, so passing the same scalars twice draws them once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import bokeh
+import numpy as np
+from bokeh.core.json_encoder import serialize_json
+from bokeh.layouts import column, row
+from bokeh.models import (CheckboxGroup, ColumnDataSource, CustomJS, Div, GlyphRenderer, HoverTool, Legend,
+                          LegendItem, LinearScale, LogScale, LogTicker, LogTickFormatter, Toggle)
+from bokeh.palettes import Category10_10
+from bokeh.plotting import figure
+from jupyter_bokeh import BokehModel
+
+if TYPE_CHECKING:
+    from ..metrics import Scalar
+
+BOKEHJS_ROUTE = "gtc/static/bokeh"  # served by jupyter_gtc.server.routes
+BOKEHJS_FILES = ("js/bokeh.min.js", "js/bokeh-widgets.min.js")  # core + the selector/toggle widgets
+MIN_POINTS_PER_TAG = 64
+_FIRST_FLUSH_S, _MAX_FLUSH_S = 0.1, 5.0
+_STEP = np.float64   # steps are integers; float64 holds them exactly and is a JS number
+_VALUE = np.float32  # TensorBoard stores scalars as float32: half the bytes of float64
+
+
+class LivePlot(BokehModel):
+    """A live line plot of scalars, one line per tag; display it, then call ``add``."""
+
+    def __init__(self, title: str = "", max_points_per_tag: int = 5000):
+        if max_points_per_tag < MIN_POINTS_PER_TAG:
+            raise ValueError(f"max_points_per_tag={max_points_per_tag}: must be at least {MIN_POINTS_PER_TAG}")
+        self.max_points_per_tag = max_points_per_tag
+        self._lock = threading.RLock()
+        self._lines: dict[tuple[str, str], _Line] = {}
+        self._live = False        # a view has rendered the latest full state: send patches
+        self._dirty = False       # the document changed since the last full state was sent
+        self._flush_timer: threading.Timer | None = None
+        self._flush_delay = _FIRST_FLUSH_S
+        self._closed = False
+        self.figure, layout = self._build(title)
+        super().__init__(layout)
+
+    # -- the public surface ----------------------------------------------------------------
+
+    def add(self, scalars: Iterable[Scalar]) -> int:
+        """Append the new points among ``scalars``; returns how many were added.
+
+        New tags get a line (and the next colour) on the fly. Safe from any thread."""
+        grouped: dict[tuple[str, str], list[Scalar]] = {}
+        for s in scalars:
+            grouped.setdefault((s.run, s.tag), []).append(s)
+        added = 0
+        with self._lock:
+            for key, items in grouped.items():
+                added += self._append(key, items)
+        return added
+
+    @property
+    def point_count(self) -> dict[str, int]:
+        """How many points each line holds now (at most ``max_points_per_tag``), by label."""
+        with self._lock:
+            return {line.label: len(line.steps) for line in self._lines.values()}
+
+    def refresh(self) -> None:
+        """Send the whole current document to the browser now (every view redraws)."""
+        with self._lock:
+            self._send_full_state()
+
+    def close(self) -> None:
+        if not hasattr(self, "_model"):
+            return  # __init__ refused its arguments: nothing was built or opened
+        with self._lock:
+            self._closed = True
+            if self._flush_timer is not None:
+                self._flush_timer.cancel()
+        super().close()
+
+    def _ipython_display_(self, **kwargs) -> None:
+        self.refresh()  # a new view is coming: it gets the whole document, then patches
+        display_with_bokehjs(self, **kwargs)
+
+    def __repr__(self) -> str:
+        title = self.figure.title.text if self.figure.title is not None else ""
+        return f"<LivePlot {title!r}: {self.point_count}>"
+
+    # -- building the document -------------------------------------------------------------
+
+    def _build(self, title: str):
+        fig = figure(title=title or None, height=340, sizing_mode="stretch_width", x_axis_label="step",
+                     y_axis_label="value", tools="pan,box_zoom,wheel_zoom,reset,save", output_backend="canvas")
+        fig.x_range.only_visible = fig.y_range.only_visible = True  # ranges follow the ticked tags
+        fig.add_tools(HoverTool(tooltips=[("tag", "$name"), ("step", "@step{0,0}"), ("value", "@value{%.6g}")],
+                                formatters={"@value": "printf"}, mode="vline"))
+        self._legend = Legend(items=[], location="top_right", click_policy="none", background_fill_alpha=0.7,
+                              label_text_font_size="9pt", spacing=0, padding=4)
+        fig.add_layout(self._legend)
+        self.tag_selector = CheckboxGroup(labels=[], active=[], width=180)
+        self.tag_selector.js_on_change("active", CustomJS(args={"fig": fig, "selector": self.tag_selector}, code="""
+            const shown = new Set(selector.active.map((i) => selector.labels[i]))
+            for (const r of fig.renderers) {
+              if (r.name != null) r.visible = shown.has(r.name)
+            }"""))
+        self.log_y = Toggle(label="log y", active=False, width=80)
+        axis = fig.left[0]
+        # Both scales, tickers and formatters live in the document, so the browser swaps them
+        # without the kernel (which may be busy running another cell).
+        self.log_y.js_on_change("active", CustomJS(args={
+            "fig": fig, "axis": axis, "linear": [LinearScale(), axis.ticker, axis.formatter],
+            "log": [LogScale(), LogTicker(), LogTickFormatter()]}, code="""
+            const [scale, ticker, formatter] = cb_obj.active ? log : linear
+            fig.y_range.scale_hint = cb_obj.active ? "log" : "auto"
+            axis.setv({ticker, formatter})
+            fig.y_scale = scale"""))
+        side = column(Div(text="<b>tags</b>"), self.tag_selector, self.log_y, width=190)
+        return fig, row(fig, side, sizing_mode="stretch_width")
+
+    def _new_line(self, key: tuple[str, str]) -> _Line:
+        run, tag = key
+        label = f"{tag} ({run})" if run else tag
+        source = ColumnDataSource(data={"step": np.empty(0, _STEP), "value": np.empty(0, _VALUE)}, name=label)
+        renderer = self.figure.line("step", "value", source=source, name=label, line_width=1.6,
+                                    color=Category10_10[len(self._lines) % len(Category10_10)])
+        self._legend.items = [*self._legend.items, LegendItem(label=label, renderers=[renderer])]
+        selector = self.tag_selector
+        selector.update(labels=[*selector.labels, label], active=[*selector.active, len(selector.labels)])
+        self._lines[key] = _Line(label, source, renderer)
+        return self._lines[key]
+
+    def _append(self, key: tuple[str, str], items: list[Scalar]) -> int:
+        line = self._lines.get(key) or self._new_line(key)
+        wall = np.fromiter((s.wall_time for s in items), np.float64, len(items))
+        steps = np.fromiter((s.step for s in items), _STEP, len(items))
+        values = np.fromiter((s.value for s in items), _VALUE, len(items))
+        last_wall, last_step = line.last
+        newer = (wall > last_wall) | ((wall == last_wall) & (steps > last_step))
+        if not newer.all():
+            wall, steps, values = wall[newer], steps[newer], values[newer]
+        if not len(steps):
+            return 0
+        line.last = (float(wall[-1]), float(steps[-1]))
+        cap = self.max_points_per_tag
+        if len(line.steps) + len(steps) <= cap:
+            line.source.stream({"step": steps, "value": values}, rollover=cap)
+            line.steps = np.concatenate([line.steps, steps])
+            line.values = np.concatenate([line.values, values])
+        else:
+            line.steps, line.values = decimate(np.concatenate([line.steps, steps]),
+                                               np.concatenate([line.values, values]), cap)
+            line.source.data = {"step": line.steps, "value": line.values}
+        return len(steps)
+
+    # -- the handshake with the browser (see the module docstring) -------------------------
+
+    def get_state(self, key=None):
+        with self._lock:
+            state = super().get_state(key)
+            if "render_bundle" in state:  # jupyter_bokeh's is the document at construction
+                state["render_bundle"] = serialize_json(self._model_to_traits(self._model))
+                self._dirty = False
+                if key is None:  # a frontend loads the whole widget (a reload): new views ahead
+                    self._restart_handshake()
+            return state
+
+    def _document_patched(self, event) -> None:
+        if event.setter is self:
+            return
+        with self._lock:
+            if self._live:
+                super()._document_patched(event)
+            else:
+                self._dirty = True
+                self._schedule_flush()
+
+    def _sync_model(self, model, content: dict[str, Any], buffers) -> None:
+        if content.get("event") != "jsevent":
+            return
+        if (content.get("kind") == "ModelChanged" and content.get("attr") in ("start", "end")
+                and content.get("model", {}).get("id") in (self.figure.x_range.id, self.figure.y_range.id)):
+            # A view's auto-ranged start/end. Kept out of the document: a view built from a
+            # document with a start or end would pin it there and stop following the data.
+            return
+        with self._lock:
+            msg = content.get("msg_data")
+            if content.get("kind") == "MessageSent" and isinstance(msg, dict) and msg.get("name") == "document_ready":
+                self._on_view_ready()
+            super()._sync_model(model, content, buffers)
+
+    def _on_view_ready(self) -> None:
+        if not self._live:
+            if self._dirty:
+                self._send_full_state()
+            self._live = True
+            if self._flush_timer is not None:
+                self._flush_timer.cancel()
+                self._flush_timer = None
+
+    def _restart_handshake(self) -> None:
+        self._live = False
+        self._flush_delay = _FIRST_FLUSH_S
+
+    def _send_full_state(self) -> None:
+        self._restart_handshake()
+        self.send_state("render_bundle")  # get_state builds it from the current document
+
+    def _schedule_flush(self) -> None:
+        if self._flush_timer is None and not self._closed:
+            self._flush_timer = threading.Timer(self._flush_delay, self._flush)
+            self._flush_timer.daemon = True
+            self._flush_timer.start()
+
+    def _flush(self) -> None:
+        with self._lock:
+            self._flush_timer = None
+            if self._live or self._closed or not self._dirty:
+                return
+            delay = min(self._flush_delay * 2, _MAX_FLUSH_S)  # a busy kernel: views redraw less often
+            self.send_state("render_bundle")
+            self._flush_delay = delay
+
+
+@dataclass(eq=False)
+class _Line:
+    label: str
+    source: ColumnDataSource
+    renderer: GlyphRenderer
+    # What the source holds, kept here too (the source's columns are Bokeh's to manage).
+    steps: np.ndarray = field(default_factory=lambda: np.empty(0, _STEP))
+    values: np.ndarray = field(default_factory=lambda: np.empty(0, _VALUE))
+    last: tuple[float, float] = (float("-inf"), float("-inf"))  # (wall_time, step) of the newest point
+
+
+def decimate(steps: np.ndarray, values: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``3/4 cap + 1`` points of a line that has more than ``cap``: the newest ``cap // 2``
+    as they are, and before them the lowest and the highest point of each of ``cap // 8``
+    equal step ranges (and the first point), in their original order."""
+    recent = cap // 2
+    old_steps, old_values = steps[:-recent], values[:-recent]
+    buckets = max(cap // 8, 1)
+    lo, hi = old_steps.min(), old_steps.max()
+    width = (hi - lo) / buckets or 1.0
+    bucket = np.minimum(((old_steps - lo) / width).astype(np.int64), buckets - 1)
+    order = np.lexsort((old_values, bucket))  # by bucket, then by value (NaN last)
+    sorted_buckets = bucket[order]
+    starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]])
+    ends = np.r_[starts[1:], len(order)] - 1
+    keep = np.unique(np.concatenate([[0], order[starts], order[ends]]))
+    return (np.concatenate([old_steps[keep], steps[-recent:]]),
+            np.concatenate([old_values[keep], values[-recent:]]))
+
+
+def display_with_bokehjs(widget, **kwargs) -> None:
+    """Display ``widget`` after the BokehJS loader, in one output.
+
+    For any widget that shows ``LivePlot`` s, now or later (a panel that adds a plot as a
+    child once a job writes metrics): call it from the widget's ``_ipython_display_``. A
+    ``LivePlot`` displayed on its own does this itself."""
+    from IPython.display import display
+
+    display(bokehjs_loader(), raw=True)
+    display(widget._repr_mimebundle_(**kwargs), raw=True)
+
+
+def bokehjs_loader() -> dict[str, str]:
+    """A display bundle that loads BokehJS from this server's ``gtc/static/bokeh`` route.
+
+    Rendered by jupyter_bokeh's ``application/vnd.bokehjs_load.v0+json`` renderer (trusted
+    outputs only), which runs it as a script: it does nothing when this BokehJS version and
+    its widgets are loaded already; else it fetches each file with a *synchronous* request
+    and evaluates it, so BokehJS exists before any output after it renders. The base URL
+    comes from the page's ``jupyter-config-data``, which JupyterLab and Notebook 7 pages carry.
+    """
+    version = bokeh.__version__
+    urls = [f"{BOKEHJS_ROUTE}/{name}?v={version}" for name in BOKEHJS_FILES]
+    js = _LOADER_JS.replace("VERSION", json.dumps(version)).replace("URLS", json.dumps(urls))
+    return {"application/vnd.bokehjs_load.v0+json": js, "application/javascript": js}
+
+
+_LOADER_JS = """(function () {
+  const version = VERSION, urls = URLS;
+  const loaded = () => window.Bokeh != null && window.Bokeh[version] != null;
+  if (loaded() && window.Bokeh[version].Widgets != null) return;
+  let base = "/";
+  const config = document.getElementById("jupyter-config-data");
+  if (config != null) {
+    try { base = JSON.parse(config.textContent).baseUrl || "/"; } catch (e) { /* keep "/" */ }
+  }
+  if (!base.endsWith("/")) base += "/";
+  for (const [i, url] of urls.entries()) {
+    if (i === 0 && loaded()) continue;
+    const request = new XMLHttpRequest();
+    request.open("GET", base + url, false);  // synchronous on purpose: see bokehjs_loader()
+    request.send();
+    if (request.status !== 200) {
+      console.error("jupyter_gtc: could not load BokehJS from " + base + url + ": HTTP " + request.status);
+      return;
+    }
+    (0, eval)(request.responseText + "\\n//# sourceURL=" + base + url);
+  }
+})();
+"""

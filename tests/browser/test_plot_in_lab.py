@@ -1,0 +1,144 @@
+"""A LivePlot in a real JupyterLab, in a real headless Chromium: BokehJS comes from our
+server extension, the plot grows while a background thread feeds it, it comes back after
+a page reload, and the saved notebook stays small."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import nbformat
+
+NOTEBOOK = "live_plot.ipynb"
+SETUP = ("from jupyter_gtc.widgets.plot import LivePlot\nfrom jupyter_gtc.metrics import Scalar\n"
+         "import threading, time, math")
+FEED = '''p = LivePlot("loss")
+
+def feed():
+    step = 0
+    while True:
+        now = time.time()
+        p.add([Scalar("train/loss", step, now, 2.0 * math.exp(-step / 40) + 0.1 + 0.05 * math.sin(step)),
+               Scalar("eval/loss", step, now, 2.2 * math.exp(-step / 50) + 0.2)])
+        step += 1
+        time.sleep(0.1)
+
+threading.Thread(target=feed, daemon=True).start()
+p'''
+
+# The points each ColumnDataSource holds in the page, read from BokehJS's own documents.
+COUNT_POINTS = """() => {
+  const counts = {};
+  if (window.Bokeh == null) return null;
+  for (const root of window.Bokeh.index.roots) {
+    const doc = root.model.document;  // null for a view of a document that was replaced
+    if (doc == null) continue;
+    for (const model of doc._all_models.values()) {
+      if (model.data != null && model.data.step != null) counts[model.name] = model.data.step.length;
+    }
+  }
+  return counts;
+}"""
+MAX_NOTEBOOK_BYTES = 200_000
+
+
+def test_live_plot_grows_in_jupyterlab_and_survives_a_reload(jupyter_lab, page, screenshots):
+    notebook_url = _open_and_run_all(jupyter_lab, page, NOTEBOOK, [SETUP, FEED])
+    canvas = page.locator(".jp-OutputArea-output canvas").first
+    canvas.wait_for(timeout=60_000)
+    plot = page.locator(".jp-OutputArea-output:has(canvas)").first
+    first = _wait_for_points(page, minimum=3)
+    plot.screenshot(path=str(screenshots / "live_plot_1.png"))
+    page.screenshot(path=str(screenshots / "live_plot_lab_page.png"))
+    time.sleep(3)
+    second = _wait_for_points(page, minimum=3)
+    plot.screenshot(path=str(screenshots / "live_plot_2.png"))
+    assert set(second) == {"train/loss", "eval/loss"}, second
+    assert all(second[tag] >= first.get(tag, 0) + 15 for tag in second), (first, second)
+
+    # Saved from the browser: the outputs are a widget reference and a ~2 KB loader, not BokehJS.
+    page.locator(".jp-Notebook").first.click()
+    page.keyboard.press("Control+s")
+    saved = _wait_for_saved_outputs(jupyter_lab.root_dir / NOTEBOOK)
+    size = (jupyter_lab.root_dir / NOTEBOOK).stat().st_size
+    print(f"saved notebook: {size} bytes")
+    assert size < MAX_NOTEBOOK_BYTES
+    outputs = [o for o in saved.cells[1].outputs]
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), outputs
+    loader = next(o["data"]["application/vnd.bokehjs_load.v0+json"] for o in outputs
+                  if "application/vnd.bokehjs_load.v0+json" in o.get("data", {}))
+    assert "gtc/static/bokeh/js/bokeh.min.js" in loader and "cdn.bokeh.org" not in loader
+
+    # A reload: the plot comes back with every point so far, and keeps growing.
+    page.goto(notebook_url)
+    page.locator(".jp-OutputArea-output canvas").first.wait_for(timeout=60_000)
+    after_reload = _wait_for_points(page, minimum=max(second.values()))
+    plot = page.locator(".jp-OutputArea-output:has(canvas)").first
+    time.sleep(2)
+    later = _wait_for_points(page, minimum=3)
+    plot.screenshot(path=str(screenshots / "live_plot_after_reload.png"))
+    assert all(later[tag] > after_reload[tag] for tag in later), (after_reload, later)
+    errors = [line for line in page.console_log
+              if line.startswith(("[error]", "[pageerror]")) and "bokeh" in line.lower()]
+    assert not errors, errors
+
+
+def test_a_plot_filled_before_it_is_shown_shows_every_point(jupyter_lab, page, screenshots):
+    """What a job panel does: display a box (with the loader), and later, from another
+    thread, fill a plot with a job's history and add it to the box as a child."""
+    show_box = ("import ipywidgets as w\nfrom jupyter_gtc.widgets.plot import display_with_bokehjs\n"
+                "box = w.VBox([w.Label('job 7 RUNNING')])\ndisplay_with_bokehjs(box)")
+    fill_later = (
+        "def panel_tick():\n"
+        "    p = LivePlot('history')\n"
+        "    p.add([Scalar(tag, step, 1e9 + step, 1 / (step + 1)) for step in range(2000) for tag in ('a', 'b')])\n"
+        "    box.children = [*box.children, p]\n"
+        "    for step in range(2000, 2300):\n"
+        "        p.add([Scalar(tag, step, 1e9 + step, 1 / (step + 1)) for tag in ('a', 'b')])\n"
+        "        time.sleep(0.02)\n"
+        "threading.Thread(target=panel_tick, daemon=True).start()")
+    _open_and_run_all(jupyter_lab, page, "panel.ipynb", [SETUP, show_box, fill_later])
+    page.locator(".jp-OutputArea-output canvas").first.wait_for(timeout=60_000)
+    counts = _wait_for_points(page, minimum=2300)
+    page.locator(".jp-OutputArea-output:has(canvas)").first.screenshot(path=str(screenshots / "panel_plot.png"))
+    assert counts == {"a": 2300, "b": 2300}, counts
+
+
+def _open_and_run_all(lab, page, name: str, cells: list[str]) -> str:
+    """Write a notebook, open it in JupyterLab, run all its cells; returns its URL."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (lab.root_dir / name).write_text(nbformat.writes(nb))
+    url = f"{lab.url}lab/tree/{name}"
+    page.goto(f"{url}?reset&token={lab.token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    lab.wait_for_idle_kernel(name)  # running cells before the kernel exists opens a dialog
+    _run_all_cells(page)
+    return url
+
+
+def _run_all_cells(page) -> None:
+    page.locator("#jp-MainMenu .lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+
+def _wait_for_points(page, minimum: int, timeout: float = 30) -> dict[str, int]:
+    """Points per line in the page once every line has at least ``minimum``."""
+    deadline = time.monotonic() + timeout
+    counts = None
+    while time.monotonic() < deadline:
+        counts = page.evaluate(COUNT_POINTS)
+        if counts and len(counts) >= 2 and min(counts.values()) >= minimum:
+            return counts
+        time.sleep(0.2)
+    raise AssertionError(f"the page's plot has {counts} points, wanted at least {minimum} per line")
+
+
+def _wait_for_saved_outputs(path, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        nb = nbformat.reads(path.read_text(), as_version=4)
+        if any(o.get("output_type") == "display_data" for o in nb.cells[1].get("outputs", [])):
+            return nb
+        time.sleep(0.2)
+    raise AssertionError(f"{path} was not saved with outputs: {json.dumps(nb.cells[1].get('outputs'))[:500]}")

@@ -109,3 +109,28 @@ def test_panel_shows_the_pollers_warning_while_slurm_cannot_be_asked(cluster, tm
         monkeypatch.undo()
         job.cancel().wait(30)
     assert sleep_until(lambda: panel.state_label.value == "CANCELLED", 10)
+
+
+def test_panel_grows_a_live_plot_and_a_progress_bar_from_the_jobs_scalars(cluster):
+    import sys
+    from pathlib import Path
+
+    from jupyter_gtc import api
+    from jupyter_gtc.widgets import JobPanel
+    from jupyter_gtc.widgets.plot import LivePlot
+
+    train = Path(__file__).parents[2] / "examples" / "train" / "tiny_regression.py"
+    script = f"#!/bin/bash\n'{sys.executable}' '{train}' --steps 200 --step_delay 0.02\n"
+    job = api.submit_job(cluster, script, ["--job-name", "scalars"])
+    panel = JobPanel(job)
+    fractions = []
+    panel.progress_bar.observe(lambda change: fractions.append(change["new"]), "value")
+
+    assert sleep_until(lambda: panel.plot_box.children, 120), job.logs()
+    [plot] = panel.plot_box.children
+    assert isinstance(plot, LivePlot)
+    assert sleep_until(lambda: not panel.following, 120), job.logs()
+    assert job.state == "COMPLETED", job.logs()
+    assert plot.point_count["train/loss"] == 200 and "progress/total_steps" not in plot.point_count
+    assert panel.progress_bar.value == 1.0 and panel.progress_label.value.startswith("200/200 steps (100%)")
+    assert any(0 < f < 1 for f in fractions), fractions  # it moved while the job trained

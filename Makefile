@@ -31,6 +31,7 @@ bench: setup
 	$(PY) bench/cluster_bringup.py
 	$(PY) bench/submit_latency.py
 	$(PY) bench/poller_load.py
+	$(PY) bench/metrics_tail.py
 
 clean:
 	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

@@ -95,12 +95,14 @@ def resolve_cluster(name: str | None = None) -> str:
         f"several clusters exist ({', '.join(names)}); name one with --cluster")
 
 
-def submit_job(cluster: str, script: str, options: list[str] | None = None) -> Job:
+def submit_job(cluster: str, script: str, options: list[str] | None = None, *,
+               script_args: list[str] | None = None, env: dict[str, str] | None = None) -> Job:
     """Submit an sbatch script. ``options`` are sbatch's (``["--nodes=2", "--gpus-per-node=2"]``)
     and win over the script's ``#SBATCH`` lines. The job gets its own folder
     ``<GTC_HOME>/jobs/<cluster>/<name>-<time>/`` with ``model/``, ``checkpoints/``, ``logs/``
-    and the ``AIP_*`` variables pointing at them."""
-    return _jobs().submit(cluster, script, options)
+    and the ``AIP_*`` variables pointing at them. ``script_args`` reach the script as ``"$@"``;
+    ``env`` adds variables to the job's environment."""
+    return _jobs().submit(cluster, script, options, script_args=script_args, env=env)
 
 
 def get_job(ref: str, cluster: str | None = None) -> Job:

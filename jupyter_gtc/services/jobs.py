@@ -202,8 +202,14 @@ class JobService:
         record = record or self.store.get_cluster(cluster)
         return get_backend(record.backend, self.clusters.home).commands(record.runtime)
 
-    def submit(self, cluster: str, script: str, options: list[str] | None = None) -> Job:
-        """Submit ``script`` to ``cluster``; ``options`` (sbatch's) win over its #SBATCH lines."""
+    def submit(self, cluster: str, script: str, options: list[str] | None = None, *,
+               script_args: list[str] | None = None, env: dict[str, str] | None = None,
+               job_dir: Path | None = None) -> Job:
+        """Submit ``script`` to ``cluster``; ``options`` (sbatch's) win over its #SBATCH lines.
+
+        For callers that build on jobs (tuning): ``script_args`` reach the script as ``"$@"``
+        (hyperparameter flags), ``env`` is added to the job contract's variables, and
+        ``job_dir`` (new, or empty) replaces the folder made per job."""
         record = self.store.get_cluster(cluster)
         if record.state != RUNNING:
             raise ClusterBusy(f"cluster {cluster} is {record.state}; jobs can be submitted when it is RUNNING")
@@ -217,15 +223,15 @@ class JobService:
         name = option(pairs, "job-name") or "job"
         array = option(pairs, "array")
 
-        job_dir = self._new_job_dir(cluster, name)
+        job_dir = self._new_job_dir(cluster, name, job_dir)
         (job_dir / "job.sbatch").write_text(script if script.startswith("#!") else "#!/bin/bash\n" + script)
         extra = [] if option(pairs, "job-name") else [f"--job-name={name}"]
         if option(pairs, "output") is None:
             extra.append(f"--output={job_dir}/slurm-{'%A_%a' if array else '%j'}.out")
-        env = self._contract_env(cluster, job_dir, spec)
+        env = {**self._contract_env(cluster, job_dir, spec), **(env or {})}
         try:
             slurm_id = self._commands(cluster, record).submit(job_dir / "job.sbatch", [*extra, *options], env,
-                                                      cwd_option=job_dir)
+                                                              cwd_option=job_dir, script_args=script_args)
         except CommandError as e:
             shutil.rmtree(job_dir, ignore_errors=True)  # nothing half-recorded
             raise JobSubmitError(e.stderr.strip() or str(e), argv=e.argv) from None
@@ -271,7 +277,12 @@ class JobService:
         poller.watch(job.id)
         poller.poke()
 
-    def _new_job_dir(self, cluster: str, name: str) -> Path:
+    def _new_job_dir(self, cluster: str, name: str, chosen: Path | None = None) -> Path:
+        if chosen is not None:
+            chosen.mkdir(parents=True, exist_ok=True)
+            for sub in ("model", "checkpoints", "logs"):
+                (chosen / sub).mkdir(exist_ok=True)
+            return chosen
         stamp = time.strftime("%Y%m%d-%H%M%S")
         base = self.clusters.home / "jobs" / cluster
         for n in range(1000):

@@ -39,10 +39,12 @@ class SlurmCommands:
         if job_ids:
             self.run(["scancel", *job_ids])
 
-    def submit(self, script: Path, options: list[str], env: dict[str, str], cwd_option: Path) -> str:
-        """``sbatch --parsable``; options on the command line win over the script's #SBATCH lines."""
-        result = _process.run(["sbatch", "--parsable", f"--chdir={cwd_option}", *options, str(script)],
-                              env={**env, **self.env}, timeout=self.timeout)
+    def submit(self, script: Path, options: list[str], env: dict[str, str], cwd_option: Path,
+               script_args: list[str] | None = None) -> str:
+        """``sbatch --parsable``; options on the command line win over the script's #SBATCH lines;
+        ``script_args`` reach the script as its ``"$@"``."""
+        result = _process.run(["sbatch", "--parsable", f"--chdir={cwd_option}", *options, str(script),
+                               *(script_args or [])], env={**env, **self.env}, timeout=self.timeout)
         return result.stdout.strip().split(";")[0]
 
     def queue(self) -> list[JobStatus]:

@@ -172,3 +172,10 @@ def test_300_watched_jobs_cost_one_squeue_per_tick(jobs_cluster, tmp_path, monke
     assert ticks >= 1
     assert calls in (ticks, ticks + 1)  # +1: a tick in flight when we read the counter
     assert all(j.state == "PENDING" for j in held[:5])
+
+
+def test_script_arguments_and_extra_environment_reach_the_job(jobs_cluster):
+    job = api.submit_job(jobs_cluster, '#!/bin/bash\necho "args: $*"\necho "extra: $EXTRA_SETTING"\n',
+                         ["-J", "args"], script_args=["--learning_rate=0.01", "it's one"],
+                         env={"EXTRA_SETTING": "a b"}).wait(timeout=60)
+    assert job.logs() == "args: --learning_rate=0.01 it's one\nextra: a b\n"

@@ -91,8 +91,9 @@ def resolve_cluster(name: str | None = None) -> str:
     names = [c.name for c in list_clusters(with_status=False)]
     if len(names) == 1:
         return names[0]
-    raise ClusterNotFound("(none given)", names) if not names else GtcError(
-        f"several clusters exist ({', '.join(names)}); name one with --cluster")
+    if not names:
+        raise ClusterNotFound(None)
+    raise GtcError(f"several clusters exist ({', '.join(names)}); name one with --cluster")
 
 
 def submit_job(cluster: str, script: str, options: list[str] | None = None, *,

@@ -57,10 +57,11 @@ class SlurmError(GtcError):
 
 
 class ClusterNotFound(GtcError):
-    def __init__(self, name: str, known: Sequence[str] = ()):
+    def __init__(self, name: str | None, known: Sequence[str] = ()):
         self.name = name
-        hint = f"known clusters: {', '.join(known)}" if known else "no clusters exist yet; create one with `gtc cluster create -f SPEC`"
-        super().__init__(f"no cluster named {name!r}; {hint}")
+        hint = (f"known clusters: {', '.join(known)}" if known
+                else "no clusters exist yet; create one with `gtc cluster create -f SPEC`")
+        super().__init__(f"no cluster named {name!r}; {hint}" if name else hint)
 
 
 class ClusterExists(GtcError):

@@ -161,3 +161,88 @@ __all__ = [
     # the machine
     "doctor",
 ]
+
+
+# -- for the REST API ------------------------------------------------------------------
+# (The sidebar's actions that the magics and the CLI do not have yet.)
+
+
+def hold_job(ref: str, cluster: str | None = None) -> Job:
+    """Keep a pending job from starting until ``release_job`` (squeue's reason becomes
+    JobHeldUser, or JobHeldAdmin as root). A running job runs on; the hold applies if it is
+    requeued. A finished job cannot be held (``CommandError``)."""
+    return _scontrol_job_action(ref, cluster, "hold")
+
+
+def release_job(ref: str, cluster: str | None = None) -> Job:
+    """Let a held job start again."""
+    return _scontrol_job_action(ref, cluster, "release")
+
+
+def _scontrol_job_action(ref: str, cluster: str | None, action: str) -> Job:
+    job = get_job(ref, cluster)
+    getattr(_jobs()._commands(job.cluster), action)(job.id)  # SlurmCommands.hold / .release
+    poller = job_poller(job.cluster)
+    poller.watch(job.id)
+    poller.poke()  # the new state (and reason) shows on the next tick, at once
+    return job
+
+
+__all__ += ["hold_job", "release_job"]
+
+
+# -- tuning ----------------------------------------------------------------------------
+
+from .services.tuning import Study, StudySnapshot, TrialView, TuningService  # noqa: E402
+from .spec.study import TuningSpec, load_tuning_spec, parse_tuning_spec  # noqa: E402
+
+_tuning_services: dict[Path, TuningService] = {}
+
+
+def _tuning() -> TuningService:
+    clusters, jobs = _services_for_home()
+    with _lock:
+        if clusters.home not in _tuning_services:
+            _tuning_services[clusters.home] = TuningService(clusters.store, jobs, clusters.home)
+        return _tuning_services[clusters.home]
+
+
+def create_study(cluster: str, spec: TuningSpec | dict[str, Any] | str | Path, name: str | None = None) -> Study:
+    """Start a tuning study on ``cluster``. ``spec`` is a ``TuningSpec``, a dict, JSON/YAML text or
+    a .json/.yaml path, in the short form (``parameters``, ``metric``, ``max_trials``, ``job``...)
+    or as a Vertex ``HyperparameterTuningJob`` (``study_spec``, ``max_trial_count``, ...).
+
+    Each trial is a Slurm job running the spec's sbatch script with the hyperparameters as
+    its arguments (``--learning_rate=0.01``: the script passes them on, ``srun python train.py
+    "$@"``), ``CLOUD_ML_TRIAL_ID``, ``CLOUD_ML_HP_METRIC_FILE`` and ``AIP_*`` under
+    ``<GTC_HOME>/studies/<name>/<trial_id>/``. A thread of this process drives the study;
+    ``study.resume()`` continues it from another process (or after a restart)."""
+    if isinstance(spec, Path) or (isinstance(spec, str) and spec.endswith((".json", ".yaml", ".yml"))
+                                  and "\n" not in spec):
+        spec = load_tuning_spec(str(spec))
+    return _tuning().create(cluster, spec, name)
+
+
+def get_study(name: str) -> Study:
+    """A study by name, from any earlier session too (watch it; ``resume()`` to drive it)."""
+    return _tuning().get(name)
+
+
+def list_studies(cluster: str | None = None) -> list[Study]:
+    """Studies, newest first."""
+    return _tuning().list(cluster)
+
+
+def stop_study(name: str) -> Study:
+    """Stop a study: its running trials are cancelled in Slurm and recorded as pruned."""
+    study = get_study(name)
+    return study.stop()
+
+
+def resume_study(name: str) -> Study:
+    """Drive a study from this process again: finished trials are kept, running ones re-attached."""
+    return _tuning().resume(name)
+
+
+__all__ += ["TuningSpec", "parse_tuning_spec", "load_tuning_spec", "Study", "StudySnapshot", "TrialView",
+            "create_study", "get_study", "list_studies", "stop_study", "resume_study"]

@@ -108,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
         p_.add_argument("--cluster")
         p_.set_defaults(func=_job_cancel if verb == "cancel" else _job_requeue)
 
+    _add_study_verbs(verbs)
+
     doctor = verbs.add_parser("doctor", help="what is installed or missing, and how to fix it")
     doctor.set_defaults(func=_doctor)
     return p
@@ -291,6 +293,150 @@ def _age(created_at: float) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+# -- studies ---------------------------------------------------------------------------------
+
+
+def _add_study_verbs(verbs) -> None:
+    study = verbs.add_parser("study", help="hyperparameter tuning studies: each trial a Slurm job")
+    sv = study.add_subparsers(title="study commands", metavar="VERB")
+
+    create = sv.add_parser(
+        "create", help="start a study from a spec (short YAML form or a Vertex HyperparameterTuningJob) and "
+        "drive it until it ends (Ctrl-C leaves its trials running; `gtc study resume` goes on)",
+        epilog="the trial script gets the hyperparameters as its arguments: srun python train.py \"$@\"")
+    create.add_argument("-f", "--file", required=True, help="the spec, .yaml or .json")
+    create.add_argument("--cluster", help="the cluster (default: the only one)")
+    create.add_argument("--name", help="the study's name (default: the spec's display_name, or study-<time>)")
+    create.add_argument("--metric", help="NAME:minimize or NAME:maximize; wins over the spec's")
+    create.add_argument("--trials", type=int, help="max_trial_count; wins over the spec's")
+    create.add_argument("--parallel", type=int, help="parallel_trial_count; wins over the spec's")
+    create.add_argument("--max-failed", type=int, dest="max_failed", help="max_failed_trial_count")
+    create.add_argument("--seed", type=int, help="the sampler's seed")
+    create.set_defaults(func=_study_create)
+
+    slist = sv.add_parser("list", help="studies: name, cluster, state, trials, best value")
+    slist.add_argument("--cluster")
+    slist.add_argument("--json", action="store_true")
+    slist.set_defaults(func=_study_list)
+
+    describe = sv.add_parser("describe", help="a study's state, sampler, best trial and every trial")
+    describe.add_argument("name")
+    describe.add_argument("--json", action="store_true")
+    describe.set_defaults(func=_study_describe)
+
+    stop = sv.add_parser("stop", help="stop a study: running trials are cancelled and recorded as stopped early")
+    stop.add_argument("name")
+    stop.set_defaults(func=_study_stop)
+
+    resume = sv.add_parser("resume", help="drive a study from here again (finished trials kept, running ones "
+                           "followed again) until it ends")
+    resume.add_argument("name")
+    resume.set_defaults(func=_study_resume)
+
+    export = sv.add_parser("export", help="print the study as a Vertex HyperparameterTuningJob (JSON)")
+    export.add_argument("name")
+    export.add_argument("--image-uri", dest="image_uri", help="the container with the training code (Vertex needs one)")
+    export.set_defaults(func=_study_export)
+
+
+def _study_create(args) -> None:
+    spec = api.load_tuning_spec(args.file, metric=args.metric, max_trials=args.trials, parallel=args.parallel,
+                                max_failed_trials=args.max_failed, seed=args.seed)
+    study = api.create_study(api.resolve_cluster(args.cluster), spec, args.name)
+    print(f"study {study.name} on {study.cluster}: {study.sampler}", file=sys.stderr)
+    _drive_in_foreground(study)
+
+
+def _study_resume(args) -> None:
+    study = api.resume_study(args.name)
+    print(f"driving study {study.name} from here", file=sys.stderr)
+    _drive_in_foreground(study)
+
+
+def _drive_in_foreground(study: api.Study) -> None:
+    """Print each trial as it changes state, until the study ends; Ctrl-C leaves it to a later resume."""
+    seen: dict[str, str] = {}
+
+    def show(snapshot) -> None:
+        for t in snapshot.trials:
+            if seen.get(t.trial_id) != t.state:
+                seen[t.trial_id] = t.state
+                value = f" {snapshot.metric}={t.value:.6g}" if t.value is not None and t.state != "RUNNING" else ""
+                why = f" ({t.reason})" if t.reason else ""
+                params = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items())
+                print(f"trial {t.trial_id:>3} {t.state:<8}{value}  {params}{why}", flush=True)
+
+    unsubscribe = study.subscribe(show)
+    try:
+        study.wait()
+    except KeyboardInterrupt:
+        print(f"\nleft study {study.name} running without a driver; `gtc study resume {study.name}` goes on, "
+              f"`gtc study stop {study.name}` cancels its trials", file=sys.stderr)
+        raise
+    finally:
+        unsubscribe()
+    _print_study_end(study)
+
+
+def _print_study_end(study: api.Study) -> None:
+    best = study.best_trial
+    reason = f" ({study.reason})" if study.reason else ""
+    print(f"study {study.name} {study.state}{reason}")
+    if best is not None:
+        print(f"best: trial {best.trial_id} {study.spec.metric.metric_id}={best.value:.6g} {best.params}")
+    if study.state == "FAILED":
+        raise GtcError(f"study {study.name} failed{reason}")
+
+
+def _study_list(args) -> None:
+    studies = api.list_studies(args.cluster)
+    if args.json:
+        print(json.dumps([s.to_json() for s in studies], indent=2))
+        return
+    from rich.table import Table
+
+    table = Table("NAME", "CLUSTER", "STATE", "TRIALS", "BEST", "SAMPLER", box=None)
+    for s in studies:
+        snap = s.snapshot()
+        state = snap.state if snap.driven or snap.finished else f"{snap.state} (no driver)"
+        best = f"{snap.metric}={snap.best.value:.6g}" if snap.best else ""
+        table.add_row(s.name, snap.cluster, state, f"{len(snap.trials)}/{snap.max_trials}", best,
+                      snap.sampler.split(":")[0])
+    _console().print(table)
+
+
+def _study_describe(args) -> None:
+    study = api.get_study(args.name)
+    if args.json:
+        print(json.dumps(study.to_json(), indent=2))
+        return
+    snap = study.snapshot()
+    out = _console()
+    reason = f" ({snap.reason})" if snap.reason else ""
+    out.print(f"[bold]{snap.name}[/bold]  cluster={snap.cluster}  state={snap.state}{reason}  "
+              f"metric={snap.metric} ({snap.direction})  sampler={snap.sampler}")
+    from rich.table import Table
+
+    names = list(dict.fromkeys(p.parameter_id for p in study.spec.parameters()))
+    table = Table("TRIAL", "STATE", *[n.upper() for n in names], "LATEST", snap.metric.upper(), "JOB", "REASON",
+                  box=None)
+    for t in snap.trials:
+        params = [(f"{t.params[n]:.4g}" if isinstance(t.params[n], float) else str(t.params[n]))
+                  if n in t.params else "" for n in names]
+        table.add_row(t.trial_id, t.state, *params, "" if t.latest is None else f"{t.latest:.6g}",
+                      "" if t.value is None else f"{t.value:.6g}", t.job_id or "", t.reason or "")
+    out.print(table)
+
+
+def _study_stop(args) -> None:
+    study = api.stop_study(args.name)
+    print(f"study {study.name} {study.state}")
+
+
+def _study_export(args) -> None:
+    print(json.dumps(api.get_study(args.name).to_vertex(args.image_uri), indent=2))
 
 
 if __name__ == "__main__":

@@ -30,10 +30,10 @@ class SpecError(GtcError):
 class SpecErrors(GtcError):
     """Several spec fields are invalid at once; ``errors`` lists each one."""
 
-    def __init__(self, errors: Sequence[SpecError]):
+    def __init__(self, errors: Sequence[SpecError], what: str = "cluster spec"):
         self.errors = list(errors)
         lines = "\n".join(f"  - {e}" for e in self.errors)
-        super().__init__(f"{len(self.errors)} problem(s) in the cluster spec:\n{lines}")
+        super().__init__(f"{len(self.errors)} problem(s) in the {what}:\n{lines}")
 
 
 class CommandError(GtcError):
@@ -96,3 +96,15 @@ class JobTimeout(GtcError):
 
 class ClusterStartError(GtcError):
     """A cluster's daemons did not come up; the message carries the relevant log lines."""
+
+
+class StudyNotFound(GtcError):
+    """No tuning study of that name is known."""
+
+
+class StudyExists(GtcError):
+    """A tuning study of that name exists already."""
+
+
+class StudyTimeout(GtcError):
+    """A wait for a study ran out of time; the study itself goes on."""

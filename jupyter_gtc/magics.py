@@ -1,5 +1,5 @@
 """IPython magics: ``%load_ext jupyter_gtc``, then ``%%gtc_cluster``, ``%%sbatch``,
-``%squeue``, ``%scancel`` and ``%gtc_clusters``.
+``%squeue``, ``%scancel``, ``%gtc_clusters`` and ``%%gtc_tune``.
 
 Each magic parses its arguments, calls ``jupyter_gtc.api`` and returns something that
 displays well; what it does is the api's. A ``GtcError`` becomes a ``UsageError`` carrying
@@ -7,7 +7,8 @@ the same message, so the user sees one line, not a traceback.
 
 ``%%sbatch`` returns the ``api.Job`` itself, so ``job = _`` in the next cell is the job.
 Its live panel comes from a display formatter registered for ``api.Job``: any Job that a
-cell shows (``api.get_job("12")`` too) is drawn as a ``JobPanel``.
+cell shows (``api.get_job("12")`` too) is drawn as a ``JobPanel``; likewise ``%%gtc_tune``
+returns the ``api.Study``, drawn as a ``StudyPanel``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from IPython.utils.process import arg_split
@@ -119,6 +120,34 @@ class GtcMagics(Magics):
                  "gpus": f"{sum(n.gpus_allocated for n in c.nodes)}/{c.gpu_count}"} for c in clusters]
         return _table(rows, ["name", "backend", "state", "nodes", "gpus"])
 
+    @line_cell_magic
+    @magic_arguments()
+    @argument("--cluster", help="the cluster to run trials on; default: the one used last, or the only one")
+    @argument("--spec", help="a file with the spec (short form or a Vertex HyperparameterTuningJob) instead of the cell")
+    @argument("--name", help="the study's name (default: the spec's display_name, or study-<time>)")
+    @argument("--metric", help="NAME:minimize or NAME:maximize; wins over the spec's")
+    @argument("--trials", type=int, help="max_trial_count; wins over the spec's")
+    @argument("--parallel", type=int, help="parallel_trial_count; wins over the spec's")
+    @argument("--max-failed", type=int, dest="max_failed", help="max_failed_trial_count; wins over the spec's")
+    @argument("--seed", type=int, help="the sampler's seed")
+    def gtc_tune(self, line: str, cell: str | None = None):
+        """Run a hyperparameter tuning study: the cell is its spec (YAML: parameters, metric,
+        algorithm, early_stopping, job; or a Vertex HyperparameterTuningJob as JSON), or
+        ``--spec FILE``. Each trial is a Slurm job; its script gets the hyperparameters as
+        ``"$@"`` (``srun python train.py "$@"``). Shows the study's live panel; ``study = _``."""
+        args = _parse(self.gtc_tune, line)
+        if bool(cell and cell.strip()) == bool(args.spec):
+            raise UsageError("give the study spec either as the cell or with --spec FILE (not both)")
+        with _usage_errors():
+            cluster = self._cluster(args.cluster)
+            overrides = dict(metric=args.metric, max_trials=args.trials, parallel=args.parallel,
+                             max_failed_trials=args.max_failed, seed=args.seed)
+            spec = (api.load_tuning_spec(args.spec, **overrides) if args.spec
+                    else api.parse_tuning_spec(cell, **overrides))
+            study = api.create_study(cluster, spec, args.name)
+        self.current_cluster = cluster
+        return study
+
     def _cluster(self, name: str | None) -> str:
         """``name`` if given; else the cluster used last, if it still exists; else the only one."""
         names = _cluster_names()
@@ -141,12 +170,19 @@ def load(shell) -> None:
     # An ipython_display formatter, not a mimebundle one: the panel may grow a live plot,
     # and BokehJS's loader must go out in the same output before it.
     shell.display_formatter.ipython_display_formatter.for_type(api.Job, _display_job_panel)
+    shell.display_formatter.ipython_display_formatter.for_type(api.Study, _display_study_panel)
 
 
 def _display_job_panel(job: api.Job) -> None:
     from .widgets import JobPanel
 
     JobPanel(job)._ipython_display_()
+
+
+def _display_study_panel(study: api.Study) -> None:
+    from .widgets.study_panel import StudyPanel
+
+    StudyPanel(study)._ipython_display_()
 
 
 def _split(line: str) -> list[str]:

@@ -12,5 +12,5 @@ def _load_jupyter_server_extension(serverapp) -> None:
     from .routes import setup_routes
 
     setup_routes(serverapp.web_app)
-    serverapp.log.info("jupyter_gtc: serving BokehJS under %sgtc/static/bokeh/",
-                       serverapp.web_app.settings["base_url"])
+    base_url = serverapp.web_app.settings["base_url"]
+    serverapp.log.info("jupyter_gtc: REST API under %sgtc/api/, BokehJS under %sgtc/static/bokeh/", base_url, base_url)

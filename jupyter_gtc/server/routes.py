@@ -1,5 +1,9 @@
 """HTTP routes of the server extension.
 
+``{base_url}gtc/api/...`` is the REST API of the sidebar: clusters
+(``handlers_clusters.py``), jobs, their logs and metrics (``handlers_jobs.py``) and the
+change feed (``feed.py``). Every route needs a login, like the rest of the server.
+
 ``{base_url}gtc/static/bokeh/<file>`` serves the BokehJS files of the installed ``bokeh``
 package (``bokeh/server/static``: ``js/bokeh.min.js``, ``js/bokeh-widgets.min.js``, ...),
 so live plots render without a CDN (unreachable offline) and without INLINE resources
@@ -16,6 +20,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+API_ROUTE = "gtc/api"
 BOKEH_ROUTE = "gtc/static/bokeh"
 # The files never change for one bokeh version, and the plot's loader asks for them with
 # `?v=<bokeh version>`, so an upgrade gets new URLs: let the browser keep them a year.
@@ -52,8 +57,15 @@ class BokehStaticHandler(JupyterHandler, web.StaticFileHandler):
 
 def setup_routes(web_app) -> None:
     """Add the extension's routes to a Jupyter server's tornado application."""
+    from . import feed, handlers_clusters, handlers_jobs
+
     base_url = web_app.settings["base_url"]
+    api_prefix = url_path_join(base_url, API_ROUTE)
+    web_app.settings["gtc_feed"] = feed.ChangeFeed()  # one per server, shared by every connection
     web_app.add_handlers(".*$", [
+        *handlers_clusters.handlers(api_prefix),
+        *handlers_jobs.handlers(api_prefix),
+        *feed.handlers(api_prefix),
         (url_path_join(base_url, BOKEH_ROUTE, "(.*)"), BokehStaticHandler,
          {"path": str(bokeh_static_dir())}),
     ])

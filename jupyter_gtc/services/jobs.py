@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import get_backend
-from ..exceptions import ClusterBusy, CommandError, GtcError, JobNotFound, JobSubmitError, JobTimeout, SpecError
+from ..exceptions import (
+    ClusterBusy, ClusterNotFound, CommandError, GtcError, JobNotFound, JobSubmitError, JobTimeout, SpecError,
+)
 from ..slurm.parse import FINISHED_STATES, JobStatus
 from ..spec.cluster import parse_cluster_spec
 from ..spec.job import option, parse_options, safe_name, sbatch_directives
@@ -67,7 +69,7 @@ class Job:
         """Seconds it has run (so far, or in all once finished); None before it starts."""
         view = self._view
         start, end = (view.start_time, view.end_time) if view else (self._record.start_time, self._record.end_time)
-        if start is None:
+        if start is None or start > time.time():  # a requeued job's start lies in the future
             return None
         return (end or time.time()) - start
 
@@ -180,20 +182,28 @@ class JobService:
     def __init__(self, store: Store, clusters: ClusterService):
         self.store = store
         self.clusters = clusters
-        self._pollers: dict[str, ClusterPoller] = {}
-        self._metrics: dict[tuple[str, str], JobMetrics] = {}
+        self._pollers: dict[str, tuple[float | None, ClusterPoller]] = {}
+        self._metrics: dict[Path, JobMetrics] = {}
         self._lock = threading.Lock()
 
     def poller(self, cluster: str) -> ClusterPoller:
+        """The process's one poller for ``cluster``: one per incarnation, since a cluster
+        deleted and created again under the same name numbers its jobs from 1 again."""
+        try:
+            incarnation = self.store.get_cluster(cluster).created_at
+        except ClusterNotFound:
+            incarnation = None
         with self._lock:
-            if cluster not in self._pollers:
-                self._pollers[cluster] = ClusterPoller(cluster, lambda: self._commands(cluster), self.store)
-            return self._pollers[cluster]
+            known = self._pollers.get(cluster)
+            if known is None or known[0] != incarnation:
+                known = self._pollers[cluster] = (
+                    incarnation, ClusterPoller(cluster, lambda: self._commands(cluster), self.store))
+            return known[1]
 
     def metrics_of(self, job: Job) -> JobMetrics:
         """The process's one metrics reader for ``job``."""
         with self._lock:
-            key = (job.cluster, job.id)
+            key = job.job_dir  # unique, unlike (cluster, id) across a cluster's incarnations
             if key not in self._metrics:
                 self._metrics[key] = JobMetrics(job.log_dir, job.hypertune_file)
             return self._metrics[key]

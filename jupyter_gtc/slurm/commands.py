@@ -66,5 +66,12 @@ class SlurmCommands:
     def requeue(self, job_id: str) -> None:
         self.run(["scontrol", "requeue", job_id])
 
+    def hold(self, job_id: str) -> None:
+        """Keep a pending job from starting (squeue then shows reason JobHeldUser)."""
+        self.run(["scontrol", "hold", job_id])
+
+    def release(self, job_id: str) -> None:
+        self.run(["scontrol", "release", job_id])
+
     def reconfigure(self) -> None:
         self.run(["scontrol", "reconfigure"])

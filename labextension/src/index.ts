@@ -1,19 +1,49 @@
+/**
+ * The jupyter_gtc JupyterLab extension: the "Training Clusters" side panel (clusters with
+ * their nodes, the chosen cluster's jobs, live), job logs in main-area tabs, and every
+ * action as a command in the palette. It talks only to the server extension's REST API
+ * (`jupyter_gtc/server/`), which calls the same `api` the magics and the CLI use.
+ */
 import {
+  ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import {
+  ICommandPalette,
+  MainAreaWidget,
+  WidgetTracker
+} from '@jupyterlab/apputils';
 
-/**
- * The jupyter_gtc front-end plugin.
- *
- * A placeholder for now: the cluster sidebar will be added here.
- */
+import { addCommands, CommandIDs } from './commands';
+import { JobLog } from './logview';
+import { ClustersModel } from './model';
+import { createSidebar } from './sidebar';
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_gtc:plugin',
   description: 'Slurm training clusters, jobs, metrics and tuning in JupyterLab.',
   autoStart: true,
-  activate: (app: JupyterFrontEnd): void => {
-    console.log('jupyter_gtc labextension is activated');
+  optional: [ICommandPalette, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    palette: ICommandPalette | null,
+    restorer: ILayoutRestorer | null
+  ): void => {
+    const model = new ClustersModel();
+    const sidebar = createSidebar(model, app.commands);
+    app.shell.add(sidebar, 'left', { rank: 250 });
+
+    const logs = new WidgetTracker<MainAreaWidget<JobLog>>({ namespace: 'jupyter-gtc-log' });
+    addCommands(app, model, sidebar.id, logs, palette);
+    if (restorer) {
+      restorer.add(sidebar, sidebar.id);
+      void restorer.restore(logs, {
+        command: CommandIDs.openLog,
+        args: tab => ({ cluster: tab.content.cluster, id: tab.content.jobId }),
+        name: tab => `${tab.content.cluster}/${tab.content.jobId}`
+      });
+    }
   }
 };
 

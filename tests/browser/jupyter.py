@@ -27,8 +27,9 @@ def free_port() -> int:
 class JupyterProcess:
     """``with JupyterProcess(tmp_path, app="lab") as jp:`` ... ``jp.url``, ``jp.api(...)``."""
 
-    def __init__(self, tmp: Path, app: str = "server", start_timeout: float = 60):
+    def __init__(self, tmp: Path, app: str = "server", start_timeout: float = 60, extra_args: list[str] = ()):
         self.app = app
+        self.extra_args = list(extra_args)
         self.tmp = Path(tmp)
         self.root_dir = self.tmp / "root"
         self.settings_dir = self.tmp / "settings"
@@ -67,6 +68,7 @@ class JupyterProcess:
                 "--ServerApp.port_retries=0", "--ServerApp.allow_remote_access=False"]
         if os.geteuid() == 0:
             argv.append("--allow-root")
+        argv += self.extra_args
         if self.app == "lab":
             argv += [f"--LabApp.workspaces_dir={self.tmp / 'workspaces'}",
                      f"--LabApp.user_settings_dir={self.settings_dir}", "--LabApp.news_url=None"]

@@ -9,6 +9,8 @@ import time
 
 import nbformat
 
+from tests.browser.lab import open_and_run_all
+
 NOTEBOOK = "live_plot.ipynb"
 SETUP = ("from jupyter_gtc.widgets.plot import LivePlot\nfrom jupyter_gtc.metrics import Scalar\n"
          "import threading, time, math")
@@ -43,7 +45,7 @@ MAX_NOTEBOOK_BYTES = 200_000
 
 
 def test_live_plot_grows_in_jupyterlab_and_survives_a_reload(jupyter_lab, page, screenshots):
-    notebook_url = _open_and_run_all(jupyter_lab, page, NOTEBOOK, [SETUP, FEED])
+    notebook_url = open_and_run_all(jupyter_lab, page, NOTEBOOK, [SETUP, FEED])
     canvas = page.locator(".jp-OutputArea-output canvas").first
     canvas.wait_for(timeout=60_000)
     plot = page.locator(".jp-OutputArea-output:has(canvas)").first
@@ -97,29 +99,11 @@ def test_a_plot_filled_before_it_is_shown_shows_every_point(jupyter_lab, page, s
         "        p.add([Scalar(tag, step, 1e9 + step, 1 / (step + 1)) for tag in ('a', 'b')])\n"
         "        time.sleep(0.02)\n"
         "threading.Thread(target=panel_tick, daemon=True).start()")
-    _open_and_run_all(jupyter_lab, page, "panel.ipynb", [SETUP, show_box, fill_later])
+    open_and_run_all(jupyter_lab, page, "panel.ipynb", [SETUP, show_box, fill_later])
     page.locator(".jp-OutputArea-output canvas").first.wait_for(timeout=60_000)
     counts = _wait_for_points(page, minimum=2300)
     page.locator(".jp-OutputArea-output:has(canvas)").first.screenshot(path=str(screenshots / "panel_plot.png"))
     assert counts == {"a": 2300, "b": 2300}, counts
-
-
-def _open_and_run_all(lab, page, name: str, cells: list[str]) -> str:
-    """Write a notebook, open it in JupyterLab, run all its cells; returns its URL."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    (lab.root_dir / name).write_text(nbformat.writes(nb))
-    url = f"{lab.url}lab/tree/{name}"
-    page.goto(f"{url}?reset&token={lab.token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    lab.wait_for_idle_kernel(name)  # running cells before the kernel exists opens a dialog
-    _run_all_cells(page)
-    return url
-
-
-def _run_all_cells(page) -> None:
-    page.locator("#jp-MainMenu .lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
 
 
 def _wait_for_points(page, minimum: int, timeout: float = 30) -> dict[str, int]:

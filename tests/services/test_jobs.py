@@ -179,3 +179,20 @@ def test_script_arguments_and_extra_environment_reach_the_job(jobs_cluster):
                          ["-J", "args"], script_args=["--learning_rate=0.01", "it's one"],
                          env={"EXTRA_SETTING": "a b"}).wait(timeout=60)
     assert job.logs() == "args: --learning_rate=0.01 it's one\nextra: a b\n"
+
+
+def test_a_cluster_created_again_under_the_same_name_starts_with_fresh_job_state(slurm_available):
+    api.create_cluster(small_gpu_spec("again", nodes=1))
+    first = api.submit_job("again", "sleep 300", ["-J", "old"]).wait_until_running(timeout=30)
+    first.cancel().wait(timeout=30)
+    assert first.state == "CANCELLED"
+    api.delete_cluster("again")
+
+    api.create_cluster(small_gpu_spec("again", nodes=1))
+    try:
+        second = api.submit_job("again", "sleep 1; echo new", ["-J", "new"])
+        assert second.id == first.id  # Slurm numbers from 1 again...
+        second.wait(timeout=60)
+        assert second.state == "COMPLETED" and second.logs() == "new\n"  # ...but nothing of the old job leaks in
+    finally:
+        api.delete_cluster("again")

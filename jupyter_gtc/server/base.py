@@ -1,0 +1,117 @@
+"""What every REST handler shares: the api called off the event loop, and errors as JSON.
+
+A handler is a few lines: parse the request, ``await self.call(api.something, ...)``,
+write the result's JSON. ``call`` runs the (synchronous, sometimes slow: it runs Slurm's
+commands) api function on a thread of our own, so the server keeps answering meanwhile,
+and turns a ``GtcError`` into an HTTP status with a ``{kind, message}`` body.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+from tornado.httputil import responses
+from tornado.ioloop import IOLoop
+
+from ..exceptions import (
+    ClusterBusy,
+    ClusterExists,
+    ClusterNotFound,
+    CommandError,
+    GtcError,
+    JobNotFound,
+    JobSubmitError,
+    SlurmError,
+    SpecError,
+    SpecErrors,
+)
+
+# Slow work (a scale, a delete) must not hold up the quick reads the sidebar makes meanwhile,
+# nor take the threads other extensions use (the loop's default executor): a pool of our own.
+_executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gtc-rest")
+
+# The first class in this list that an error is an instance of gives its status.
+_STATUS = [
+    ((ClusterNotFound, JobNotFound), 404),
+    ((SpecError, SpecErrors, JobSubmitError), 400),
+    ((ClusterBusy, ClusterExists), 409),
+    ((CommandError, SlurmError), 502),  # Slurm failed or could not be reached: not the client's fault
+    ((GtcError,), 500),
+]
+
+
+def status_of(error: GtcError) -> int:
+    return next(status for classes, status in _STATUS if isinstance(error, classes))
+
+
+class ApiError(web.HTTPError):
+    """An error answer: ``status`` and the JSON body ``{"kind": ..., "message": ...}``."""
+
+    def __init__(self, status: int, kind: str, message: str):
+        super().__init__(status, "%s", message)  # log_message is a format: never let '%' in it
+        self.kind = kind
+        self.message = message
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+async def call(fn, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` on the REST pool; a ``GtcError`` becomes an ``ApiError``."""
+    try:
+        return await IOLoop.current().run_in_executor(_executor, functools.partial(fn, *args, **kwargs))
+    except GtcError as e:
+        raise ApiError(status_of(e), e.kind, str(e)) from e
+
+
+class GtcHandler(APIHandler):
+    """Base of our REST handlers (``APIHandler``: a login or token is required, answers are
+    JSON, writes need the XSRF token when the login is a cookie)."""
+
+    call = staticmethod(call)
+
+    def write_json(self, payload: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(payload))
+
+    def json_body(self) -> dict[str, Any]:
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError as e:
+            raise bad_request(f"the request body is not JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be a JSON object")
+        return body
+
+    def int_argument(self, name: str, default: int | None = None, minimum: int | None = None) -> int | None:
+        raw = self.get_query_argument(name, None)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise bad_request(f"{name}: {raw!r} is not a whole number") from None
+        if minimum is not None and value < minimum:
+            raise bad_request(f"{name}: {value} is below {minimum}")
+        return value
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Every error is ``{kind, message}``. An unexpected one says only that it happened:
+        its traceback goes to the server's log (tornado logs it), never to the client."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, ApiError):
+            kind, message = error.kind, error.message
+        elif isinstance(error, web.HTTPError):
+            kind = "HTTPError"
+            message = error.log_message % error.args if error.log_message else responses.get(status_code, "error")
+        else:
+            kind, message = "InternalError", "the server failed to answer; its log says why"
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"kind": kind, "message": message}))

@@ -1,0 +1,197 @@
+"""The change feed: what changed in clusters and jobs, pushed to every open sidebar.
+
+``GET {base_url}gtc/api/events?cluster=NAME`` is a stream of server-sent events
+(``text/event-stream``). The sidebar reads it with ``fetch``, not ``EventSource``, so the
+request carries the same token header as every other call (EventSource can send only cookies).
+
+    event: snapshot   {"clusters": [Cluster.to_json()...], "cluster": NAME, "jobs": [job_json...]}
+                      first, on every (re)connect: the client starts over from it
+    event: clusters   {"clusters": [...]}   whenever a cluster or a node changed (state, allocation)
+    event: job        job_json              whenever one of NAME's jobs changed (not for elapsed alone)
+    event: warning    {"message": ...}      a tick failed; the next one retries
+    : keep-alive                            every 15 s, so both ends notice a dead connection
+
+One ``ChangeFeed`` per server does the work for all connections, and only while one is
+open. Each tick (1 s, or at once when a poller reports a change) reads the clusters' jobs
+from the state store, which is how it finds jobs that notebooks and the CLI submitted, and
+their state from ``api.job_poller`` (the same poller the magics' panels use: it subscribes to
+each cluster's, and watching a job makes the poller follow it). Clusters' node states
+(one ``scontrol`` each) are read every few seconds, and after any job change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from .. import api
+from ..exceptions import GtcError
+from .base import GtcHandler, call
+from .handlers_jobs import jobs_json
+
+log = logging.getLogger(__name__)
+
+KEEP_ALIVE = 15.0
+
+
+@dataclass(eq=False)
+class Subscription:
+    cluster: str | None
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    needs_snapshot: bool = True
+
+
+class ChangeFeed:
+    def __init__(self, interval: float = 1.0, cluster_interval: float = 3.0):
+        self.interval, self.cluster_interval = interval, cluster_interval
+        self._subscriptions: set[Subscription] = set()
+        self._task: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+        self._clusters: list[dict[str, Any]] = []
+        self._clusters_read_at = 0.0
+        self._jobs: dict[str, dict[str, dict[str, Any]]] = {}  # cluster -> job id -> job_json
+        self._poller_listeners: dict[str, Any] = {}  # cluster -> unsubscribe, touched only by _read
+        self._clusters_stale = True  # read them at the next tick (a poller saw a change, or a new connection)
+
+    # -- connections ------------------------------------------------------------------
+
+    def subscribe(self, cluster: str | None) -> Subscription:
+        subscription = Subscription(cluster)
+        self._subscriptions.add(subscription)
+        self._clusters_stale = True  # a snapshot must be current
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+        self._wake.set()  # its snapshot now, not at the next tick
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscriptions.discard(subscription)
+
+    # -- the loop (on the server's event loop; the reading on the REST pool) ------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._subscriptions:
+            wanted = {s.cluster for s in self._subscriptions if s.cluster}
+            try:
+                clusters, jobs = await call(self._read, wanted, loop)
+            except Exception as e:  # a failed tick is reported and retried, never fatal
+                log.warning("jupyter_gtc change feed: %s", e, exc_info=not isinstance(e, web.HTTPError))
+                self._broadcast("warning", {"message": str(e) if isinstance(e, web.HTTPError) else
+                                            "reading clusters and jobs failed; see the server log"})
+            else:
+                self._publish(clusters, jobs)
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+        self._stop_listening()
+
+    def _read(self, wanted: set[str], loop) -> tuple[list[dict] | None, dict[str, dict[str, dict]]]:
+        """Runs on a REST thread: this tick's clusters (None when not due) and jobs of ``wanted``."""
+        clusters = None
+        due = time.monotonic() - self._clusters_read_at >= self.cluster_interval
+        if due or self._clusters_stale:
+            self._clusters_stale = False
+            clusters = [c.to_json() for c in api.list_clusters()]
+            self._clusters_read_at = time.monotonic()
+        names = {c["name"] for c in (clusters if clusters is not None else self._clusters)}
+        self._listen_to_pollers(names, loop)
+        jobs = {}
+        for name in wanted & names:
+            try:
+                jobs[name] = {j["id"]: j for j in jobs_json(name)}
+            except GtcError:  # deleted since list_clusters: the next tick's clusters say so
+                continue
+        return clusters, jobs
+
+    def _listen_to_pollers(self, names: set[str], loop) -> None:
+        def on_tick(changed) -> None:  # on a poller's thread
+            if changed:
+                self._clusters_stale = True  # jobs started or ended: node allocations changed
+                loop.call_soon_threadsafe(self._wake.set)
+
+        for name in names - set(self._poller_listeners):
+            self._poller_listeners[name] = api.job_poller(name).subscribe(on_tick)
+        for name in set(self._poller_listeners) - names:
+            self._poller_listeners.pop(name)()
+
+    def _stop_listening(self) -> None:
+        for unsubscribe in self._poller_listeners.values():
+            unsubscribe()
+        self._poller_listeners.clear()
+        self._jobs.clear()
+        self._clusters_stale = True
+
+    def _publish(self, clusters: list[dict] | None, jobs: dict[str, dict[str, dict]]) -> None:
+        if clusters is not None and clusters != self._clusters:
+            self._clusters = clusters
+            self._broadcast("clusters", {"clusters": clusters}, only_snapshotted=True)
+        for name, current in jobs.items():
+            before = self._jobs.get(name, {})
+            changed = [job for job_id, job in current.items()
+                       if _without_elapsed(before.get(job_id)) != _without_elapsed(job)]
+            self._jobs[name] = current
+            for job in reversed(changed):  # oldest first, as they happened
+                self._broadcast("job", job, cluster=name, only_snapshotted=True)
+        names = {c["name"] for c in self._clusters}
+        for s in self._subscriptions:
+            # A snapshot once this tick has read its cluster's jobs (or there are none to read).
+            if s.needs_snapshot and (s.cluster is None or s.cluster in jobs or s.cluster not in names):
+                s.needs_snapshot = False
+                s.queue.put_nowait(("snapshot", {"clusters": self._clusters, "cluster": s.cluster,
+                                                 "jobs": list(self._jobs.get(s.cluster, {}).values())}))
+
+    def _broadcast(self, event: str, data: Any, cluster: str | None = None, only_snapshotted: bool = False) -> None:
+        for s in self._subscriptions:
+            if (cluster is None or s.cluster == cluster) and not (only_snapshotted and s.needs_snapshot):
+                s.queue.put_nowait((event, data))
+
+
+def _without_elapsed(job: dict | None) -> dict | None:
+    return None if job is None else {k: v for k, v in job.items() if k != "elapsed"}
+
+
+class EventsHandler(GtcHandler):
+    """The feed as server-sent events, for as long as the client keeps the request open."""
+
+    @web.authenticated
+    async def get(self):
+        feed: ChangeFeed = self.settings["gtc_feed"]
+        self.set_header("Content-Type", "text/event-stream")
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")  # proxies (nginx) must pass events on at once
+        self._subscription = feed.subscribe(self.get_query_argument("cluster", None))
+        try:
+            await self.flush()
+            while True:
+                try:
+                    event, data = await asyncio.wait_for(self._subscription.queue.get(), KEEP_ALIVE)
+                except asyncio.TimeoutError:
+                    self.write(": keep-alive\n\n")
+                else:
+                    if event == "closed":
+                        break
+                    self.write(f"event: {event}\ndata: {json.dumps(data)}\n\n")
+                await self.flush()
+        except StreamClosedError:
+            pass  # the browser went away
+        finally:
+            feed.unsubscribe(self._subscription)
+
+    def on_connection_close(self) -> None:
+        subscription = getattr(self, "_subscription", None)
+        if subscription is not None:
+            subscription.queue.put_nowait(("closed", None))
+
+
+def handlers(prefix: str) -> list[tuple]:
+    return [(f"{prefix}/events", EventsHandler)]

@@ -1,0 +1,125 @@
+"""REST handlers for jobs, under ``{base_url}gtc/api/jobs``.
+
+    GET  jobs?cluster=NAME                      {"jobs": [job_json, ...]}   newest first
+    GET  jobs/<cluster>/<id>                    job_json
+    POST jobs/<cluster>/<id>/cancel             job_json   (also requeue, hold, release)
+    GET  jobs/<cluster>/<id>/log?offset=&limit= {"text", "offset", "next_offset", "size", "finished"}
+    GET  jobs/<cluster>/<id>/metrics?since=N    {"scalars": [Scalar, ...], "next": M}
+
+``job_json`` is ``Job.to_json()`` plus ``reason`` (why it is pending: Resources,
+JobHeldUser, ...). A job is named by its Slurm id or its name, as everywhere else.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from typing import Any
+
+from tornado import web
+
+from .. import api
+from .base import GtcHandler
+
+LOG_LIMIT = 256 * 1024        # bytes per log read, unless the client asks for fewer
+MAX_LOG_LIMIT = 4 * 1024 * 1024
+MAX_SCALARS = 50_000          # per metrics answer; the client asks again from ``next``
+ACTIONS = {"cancel": api.cancel_job, "requeue": api.requeue_job, "hold": api.hold_job, "release": api.release_job}
+
+
+def job_json(job: api.Job) -> dict[str, Any]:
+    view = api.job_poller(job.cluster).view(job.id)
+    return {**job.to_json(), "reason": view.reason if view else None}
+
+
+def jobs_json(cluster: str | None) -> list[dict[str, Any]]:
+    return [job_json(job) for job in api.list_jobs(cluster)]
+
+
+class JobsHandler(GtcHandler):
+    @web.authenticated
+    async def get(self):
+        jobs = await self.call(jobs_json, self.get_query_argument("cluster", None))
+        self.write_json({"jobs": jobs})
+
+
+class JobHandler(GtcHandler):
+    @web.authenticated
+    async def get(self, cluster: str, ref: str):
+        self.write_json(await self.call(lambda: job_json(api.get_job(ref, cluster))))
+
+
+class JobActionHandler(GtcHandler):
+    @web.authenticated
+    async def post(self, cluster: str, ref: str, action: str):
+        self.write_json(await self.call(lambda: job_json(ACTIONS[action](ref, cluster))))
+
+
+class JobLogHandler(GtcHandler):
+    @web.authenticated
+    async def get(self, cluster: str, ref: str):
+        offset = self.int_argument("offset", None, minimum=0)
+        limit = min(self.int_argument("limit", LOG_LIMIT, minimum=1), MAX_LOG_LIMIT)
+
+        def read() -> dict[str, Any]:
+            job = api.get_job(ref, cluster)
+            finished = job.finished  # before reading: a finished job's log is complete once read
+            return {**read_log_range(str(job.log_path), offset, limit), "finished": finished}
+
+        self.write_json(await self.call(read))
+
+
+class JobMetricsHandler(GtcHandler):
+    @web.authenticated
+    async def get(self, cluster: str, ref: str):
+        since = self.int_argument("since", 0, minimum=0)
+
+        def read() -> dict[str, Any]:
+            feed = api.get_job(ref, cluster).metrics_feed  # the process's one reader of this job
+            feed.refresh()
+            scalars = feed.all()[since:since + MAX_SCALARS]
+            return {"scalars": [asdict(s) for s in scalars], "next": since + len(scalars)}
+
+        self.write_json(await self.call(read))
+
+
+def read_log_range(path: str, offset: int | None, limit: int) -> dict[str, Any]:
+    """Up to ``limit`` bytes of the file from ``offset``, or, without one, its last ``limit``
+    bytes from a line start. ``offset`` in the answer is where ``text`` starts: 0 when the
+    file is now shorter than the client's offset (a requeued job starts its log over).
+    ``next_offset`` never splits a UTF-8 character: its first bytes wait for the next read."""
+    from_end = offset is None
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            start = max(0, size - limit) if from_end else (offset if offset <= size else 0)
+            f.seek(start)
+            data = f.read(limit)
+    except FileNotFoundError:  # the job has not started writing
+        return {"text": "", "offset": 0, "next_offset": 0, "size": 0}
+    if from_end and start > 0:  # begin at a whole line
+        cut = data.find(b"\n") + 1
+        start, data = start + cut, data[cut:]
+    data = data[:_whole_utf8_length(data)]
+    return {"text": data.decode(errors="replace"), "offset": start, "next_offset": start + len(data), "size": size}
+
+
+def _whole_utf8_length(data: bytes) -> int:
+    """``len(data)`` less a UTF-8 character cut off at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: the last character starts here
+            needed = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4 if byte >> 3 == 0b11110 else 1
+            return len(data) if back >= needed else len(data) - back
+    return len(data)
+
+
+def handlers(prefix: str) -> list[tuple]:
+    job = f"{prefix}/jobs/(?P<cluster>[^/]+)/(?P<ref>[^/]+)"
+    return [
+        (f"{prefix}/jobs", JobsHandler),
+        (job, JobHandler),
+        (f"{job}/(?P<action>{'|'.join(ACTIONS)})", JobActionHandler),
+        (f"{job}/log", JobLogHandler),
+        (f"{job}/metrics", JobMetricsHandler),
+    ]

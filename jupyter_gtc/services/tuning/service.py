@@ -1,0 +1,224 @@
+"""Tuning studies: create one from a ``TuningSpec`` on a cluster, find it again, drive it,
+stop it. Each trial is a Slurm job (``JobService.submit`` with the trial's flags, env and
+folder); Optuna suggests, prunes and keeps the record (see ``engine`` and ``driver``).
+
+Files: ``<GTC_HOME>/studies/<name>/`` holds ``optuna.db`` (the study's Optuna storage) and
+one folder per trial, ``<trial_id>/``, which is that trial's job folder (``job.sbatch``,
+``slurm-<id>.out``, ``hypertune.metrics``, ``model/``, ``checkpoints/``, ``logs/``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ...exceptions import ClusterBusy, GtcError
+from ...spec.cluster import parse_cluster_spec
+from ...spec.study import TuningSpec, parse_tuning_spec
+from ...state import Store
+from ...state.store import StudyRecord
+from . import engine
+from .driver import HEARTBEAT_S, StudyDriver, this_process
+from .study import Study, StudyFeed
+from .trials import FINISHED_STUDY_STATES, StudySnapshot, shown, trial_view
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+NAME_RULE = "1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+STALE_AFTER_S = 10 * HEARTBEAT_S  # a driver on another host silent this long is taken for dead
+
+
+class TuningService:
+    def __init__(self, store: Store, jobs, home: Path):
+        self.store = store
+        self.jobs = jobs
+        self.home = Path(home)
+        self._drivers: dict[str, StudyDriver] = {}
+        self._feeds: dict[str, StudyFeed] = {}
+        self._optuna: dict[str, Any] = {}
+        self._lock = threading.RLock()
+
+    # -- the public actions ------------------------------------------------------------
+
+    def create(self, cluster: str, spec: TuningSpec | dict | str, name: str | None = None) -> Study:
+        """Record a new study and start driving it from this process."""
+        spec = spec if isinstance(spec, TuningSpec) else parse_tuning_spec(spec)
+        name = name or self._free_name(spec)
+        if not NAME_RE.match(name):
+            from ...exceptions import SpecError
+
+            raise SpecError("name", name, NAME_RULE)
+        record = self.store.get_cluster(cluster)  # raises ClusterNotFound, naming the clusters
+        if record.state != "RUNNING":
+            raise ClusterBusy(f"cluster {cluster} is {record.state}; a study can start when it is RUNNING")
+        study_dir = self.home / "studies" / name
+        storage_path = study_dir / "optuna.db"
+        _, sampler_name, why = engine.make_sampler(spec)
+        pid, host = this_process()
+        self.store.add_study(StudyRecord(
+            name=name, cluster=cluster, spec=spec.to_json(), state="RUNNING", study_dir=str(study_dir),
+            storage=f"sqlite:///{storage_path}", sampler=f"{sampler_name}: {why}", driver_pid=pid, driver_host=host,
+            heartbeat_at=time.time()))
+        self._start_driver(name)
+        return Study(name, self)
+
+    def get(self, name: str) -> Study:
+        self.store.get_study(name)  # raises StudyNotFound, naming the studies
+        return Study(name, self)
+
+    def list(self, cluster: str | None = None) -> list[Study]:
+        return [Study(r.name, self) for r in self.store.find_studies(cluster)]
+
+    def resume(self, name: str) -> Study:
+        """Drive the study from this process, unless a live process drives it already."""
+        record = self.store.get_study(name)
+        with self._lock:
+            driver = self._drivers.get(name)
+            if driver is not None and driver.alive:
+                return Study(name, self)
+            if record.state in ("SUCCEEDED", "FAILED"):
+                return Study(name, self)  # nothing left to run: a new study tries again
+            pid, host = this_process()
+            holder = self.store.claim_study(name, pid, host, self._holder_alive)
+            if holder is not None:
+                raise GtcError(f"study {name} is driven by process {holder.driver_pid} on {holder.driver_host}; "
+                               "watch it from here, or stop that process first")
+            self.store.update_study(name, state="RUNNING", reason=None)
+            self._start_driver(name)
+        return Study(name, self)
+
+    def stop(self, name: str) -> None:
+        """Stop the study: by its driver here, by asking the driver elsewhere through the state
+        store, or, when nothing drives it, here and now."""
+        record = self.store.get_study(name)
+        if record.state in FINISHED_STUDY_STATES:
+            return
+        driver = self._drivers.get(name)
+        if driver is not None and driver.alive:
+            driver.request_stop()
+            driver.join(timeout=30)
+            return
+        self.store.update_study(name, state="STOPPING", reason="stopped by the user")
+        if not self.is_driven(record):
+            self._stop_undriven(name)
+
+    def stop_trial(self, name: str, number: int) -> None:
+        driver = self._drivers.get(name)
+        if driver is not None and driver.alive:
+            driver.request_stop_trial(number)
+            return
+        record = self.store.get_study(name)
+        if not self.is_driven(record):
+            raise GtcError(f"study {name} is not driven by any process; resume it first")
+        self.store.update_study(name, stop_trials=sorted({*record.stop_trials, number}))
+
+    def to_vertex(self, name: str, image_uri: str | None = None) -> dict[str, Any]:
+        record = self.store.get_study(name)
+        spec = parse_tuning_spec(record.spec)
+        machine = None
+        try:
+            cluster = parse_cluster_spec(self.store.get_cluster(record.cluster).spec)
+            pool = cluster.pool(cluster.slurm.partitions[0].node_pool_ids[0])
+            machine = pool.machine_spec.model_dump(mode="json", exclude_none=True, by_alias=True)
+        except GtcError:
+            pass  # the cluster is gone: the trial job spec goes without a machine type
+        body = spec.to_vertex(machine, image_uri)
+        body.setdefault("displayName", name)
+        return body
+
+    # -- what the handles use ------------------------------------------------------------
+
+    def optuna_study(self, name: str):
+        with self._lock:
+            if name not in self._optuna:
+                record = self.store.get_study(name)
+                spec = parse_tuning_spec(record.spec)
+                storage = engine.open_storage(Path(record.storage.removeprefix("sqlite:///")))
+                self._optuna[name] = engine.create_or_load(spec, name, storage)
+            return self._optuna[name]
+
+    def snapshot(self, name: str) -> StudySnapshot:
+        record = self.store.get_study(name)
+        spec = parse_tuning_spec(record.spec)
+        frozen = self.optuna_study(name).get_trials(deepcopy=False)
+        return StudySnapshot(
+            name=name, cluster=record.cluster, state=record.state, reason=record.reason, sampler=record.sampler,
+            metric=spec.metric.metric_id, direction=spec.metric.direction, max_trials=spec.max_trial_count,
+            parallel=spec.parallel_trial_count, trials=[trial_view(t, spec) for t in shown(frozen)],
+            driven=self.is_driven(record))
+
+    def feed(self, name: str) -> StudyFeed:
+        with self._lock:
+            if name not in self._feeds:
+                self._feeds[name] = StudyFeed(name, lambda: self.snapshot(name), lambda: self._driving_here(name))
+            return self._feeds[name]
+
+    def is_driven(self, record: StudyRecord) -> bool:
+        if self._driving_here(record.name):
+            return True
+        if record.driver_pid is None or (record.driver_pid, record.driver_host) == this_process():
+            return False
+        return self._holder_alive(record)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _start_driver(self, name: str) -> None:
+        record = self.store.get_study(name)
+        spec = parse_tuning_spec(record.spec)
+        sampler, sampler_name, why = engine.make_sampler(spec)
+        with self._lock:
+            study = self.optuna_study(name)
+            study.sampler = sampler  # a sampler is per process: each driver makes its own
+            self.store.update_study(name, sampler=f"{sampler_name}: {why}")
+            study.set_user_attr("sampler", f"{sampler_name}: {why}")
+            driver = StudyDriver(name, record.cluster, spec, Path(record.study_dir), study, self.jobs, self.store,
+                                 publish=lambda: self.feed(name).publish())
+            self._drivers[name] = driver
+        driver.start()
+
+    def _driving_here(self, name: str) -> bool:
+        driver = self._drivers.get(name)
+        return driver is not None and driver.alive
+
+    def _holder_alive(self, record: StudyRecord) -> bool:
+        """Whether the process recorded as driving ``record`` still runs: checked directly on
+        this host, by the age of its heartbeat elsewhere."""
+        import psutil
+
+        if record.driver_pid is None:
+            return False
+        if (record.driver_pid, record.driver_host) == this_process():
+            return self._driving_here(record.name)
+        if record.driver_host == this_process()[1]:
+            return psutil.pid_exists(record.driver_pid) and time.time() - (record.heartbeat_at or 0) < STALE_AFTER_S
+        return time.time() - (record.heartbeat_at or 0) < STALE_AFTER_S
+
+    def _stop_undriven(self, name: str) -> None:
+        """Stop a study that no process drives: cancel its running trials' jobs, record them."""
+        import optuna
+
+        from .trials import JOB_ID, STOP_REASON
+
+        study = self.optuna_study(name)
+        record = self.store.get_study(name)
+        for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            job_id = frozen.user_attrs.get(JOB_ID)
+            if job_id is not None:
+                try:
+                    self.jobs.get(job_id, record.cluster).cancel()
+                except GtcError:
+                    pass  # gone already
+            trial = optuna.trial.Trial(study, frozen._trial_id)
+            trial.set_user_attr(STOP_REASON, "study stopped: stopped by the user")
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        self.store.update_study(name, state="STOPPED", reason="stopped by the user")
+
+    def _free_name(self, spec: TuningSpec) -> str:
+        """The spec's display_name if it makes a valid name, else ``study-<time>``; with a
+        number added if a study has that name already."""
+        base = spec.display_name if spec.display_name and NAME_RE.match(spec.display_name) else \
+            "study-" + time.strftime("%Y%m%d-%H%M%S")
+        taken = {r.name for r in self.store.find_studies()}
+        return next(n for n in (base, *(f"{base}-{i}" for i in range(2, 10_000))) if n not in taken)

@@ -1,0 +1,209 @@
+/**
+ * The server's REST API (`jupyter_gtc/server/`): one request helper, and one interface per
+ * JSON answer, field by field, with the Python that writes it named on each.
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+/** Where the server extension's routes live, below the server's base URL. */
+export const API_PATH = 'gtc/api';
+
+/** The full URL of an API path (`clusters`, `jobs/demo/12/log?offset=0`). */
+export function apiUrl(path: string): string {
+  return URLExt.join(ServerConnection.makeSettings().baseUrl, API_PATH, path);
+}
+
+/**
+ * Call the API and return its JSON answer.
+ *
+ * @throws {ApiError} when the server answers with an error (its `{kind, message}`), or
+ * `ServerConnection.NetworkError` when it cannot be reached.
+ */
+export async function requestAPI<T>(
+  path: string,
+  init: RequestInit = {}
+): Promise<T> {
+  const settings = ServerConnection.makeSettings();
+  let response: Response;
+  try {
+    response = await ServerConnection.makeRequest(apiUrl(path), init, settings);
+  } catch (error) {
+    throw new ServerConnection.NetworkError(error as TypeError);
+  }
+  const text = await response.text();
+  let data: any = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = { kind: 'HTTPError', message: text.slice(0, 200) };
+  }
+  if (!response.ok) {
+    throw new ApiError(
+      response.status,
+      data?.kind ?? 'HTTPError',
+      data?.message ?? response.statusText
+    );
+  }
+  return data as T;
+}
+
+/** An error answer of the API. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly kind: string,
+    message: string
+  ) {
+    super(message);
+  }
+}
+
+/** The body of every error answer (`server/base.py`, `GtcHandler.write_error`). */
+export interface IErrorReply {
+  /** The Python exception's class (`ClusterNotFound`, `SpecErrors`, ...) or `HTTPError`. */
+  kind: string;
+  /** What went wrong, for a person. */
+  message: string;
+}
+
+/** A Slurm node (`NodeStatus` in `slurm/parse.py`, as `Cluster.to_json()` writes it). */
+export interface INode {
+  name: string;
+  /** Base state: IDLE, MIXED, ALLOCATED, DOWN, UNKNOWN, ... */
+  state: string;
+  /** DRAIN, NOT_RESPONDING, ... */
+  flags: string[];
+  /** Why the node is drained or down, as the admin or health check gave it. */
+  reason: string | null;
+  partitions: string[];
+  cpus: number;
+  cpus_allocated: number;
+  memory_mb: number;
+  memory_allocated_mb: number;
+  gpus: number;
+  gpus_allocated: number;
+  address: string;
+  /** Up and able to take jobs. */
+  ready: boolean;
+}
+
+/** A node pool of the spec (Vertex's `NodePool`, snake_case). */
+export interface INodePool {
+  id: string;
+  machine_spec: {
+    machine_type: string;
+    accelerator_type?: string | null;
+    accelerator_count?: number | null;
+  };
+  scaling_spec: { min_node_count: number; max_node_count: number };
+  [field: string]: unknown;
+}
+
+/** A cluster spec (`ClusterSpec.to_json()`: Vertex's `ModelDevelopmentCluster`). */
+export interface IClusterSpec {
+  display_name: string;
+  node_pools: INodePool[];
+  orchestrator_spec: {
+    slurm_spec: {
+      partitions: { id: string; node_pool_ids: string[] }[];
+      login_node_pool_id?: string | null;
+      [field: string]: unknown;
+    };
+  };
+  [field: string]: unknown;
+}
+
+/** A cluster (`Cluster.to_json()` in `services/clusters.py`). */
+export interface ICluster {
+  name: string;
+  /** `local`, `slurm` or `vertex`. */
+  backend: string;
+  /** CREATING, RUNNING, SCALING, DELETING, ERROR. */
+  state: string;
+  /** Seconds since the epoch. */
+  created_at: number;
+  node_count: number;
+  gpu_count: number;
+  spec: IClusterSpec;
+  /** The live parts, present while the cluster runs (RUNNING, SCALING, ERROR). */
+  reachable?: boolean;
+  problem?: string | null;
+  details?: Record<string, string>;
+  nodes?: INode[];
+}
+
+/** A job (`Job.to_json()` in `services/jobs.py`, plus `reason`: `handlers_jobs.job_json`). */
+export interface IJob {
+  cluster: string;
+  /** Slurm's id (an array's id for an array). */
+  id: string;
+  name: string;
+  /** PENDING, RUNNING, COMPLETING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ... */
+  state: string;
+  exit_code: number | null;
+  /** Slurm's node list (`gpu-[0-1]`), empty before it starts. */
+  nodes: string;
+  /** Seconds it has run, as of the answer; null before it starts. */
+  elapsed: number | null;
+  job_dir: string;
+  /** An array's tasks by task id. */
+  tasks: Record<string, { state: string; exit_code: number | null }>;
+  /** Seconds since the epoch. */
+  submitted_at: number;
+  /** Why it waits (Resources, Priority, JobHeldUser, ...), when Slurm says. */
+  reason: string | null;
+}
+
+/** A range of a job's log (`handlers_jobs.read_log_range`). */
+export interface ILogChunk {
+  text: string;
+  /** The byte offset `text` starts at: 0 when the log started over (a requeue). */
+  offset: number;
+  /** Where the next read starts. */
+  next_offset: number;
+  /** The file's size at this read. */
+  size: number;
+  /** The job had finished before this read, so the log is complete once read to `size`. */
+  finished: boolean;
+}
+
+/** One scalar a job reported (`metrics.Scalar`). */
+export interface IScalar {
+  tag: string;
+  step: number;
+  wall_time: number;
+  value: number;
+  run: string;
+}
+
+/** New scalars of a job (`JobMetricsHandler`): ask again with `since=next`. */
+export interface IMetricsChunk {
+  scalars: IScalar[];
+  next: number;
+}
+
+/** `GET clusters`. */
+export interface IClusterList {
+  clusters: ICluster[];
+}
+
+/** `GET jobs?cluster=`. */
+export interface IJobList {
+  jobs: IJob[];
+}
+
+/** The change feed's events (`server/feed.py`). */
+export namespace FeedEvent {
+  /** First on every connection: everything, to start over from. */
+  export interface ISnapshot {
+    clusters: ICluster[];
+    cluster: string | null;
+    jobs: IJob[];
+  }
+  /** A cluster or node changed. */
+  export type IClusters = IClusterList;
+  /** A tick failed; the next one retries. */
+  export interface IWarning {
+    message: string;
+  }
+}

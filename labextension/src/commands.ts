@@ -1,0 +1,202 @@
+/**
+ * Every action of the sidebar is a command: its buttons run them with arguments, and the
+ * command palette runs them without, in which case they ask (which job, which pool).
+ */
+import { JupyterFrontEnd } from '@jupyterlab/application';
+import {
+  Dialog,
+  ICommandPalette,
+  InputDialog,
+  MainAreaWidget,
+  Notification,
+  showDialog,
+  WidgetTracker
+} from '@jupyterlab/apputils';
+import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+
+import { createLogTab, JobLog } from './logview';
+import { ClustersModel, JobAction } from './model';
+
+export namespace CommandIDs {
+  export const showSidebar = 'jupyter-gtc:show-sidebar';
+  export const refresh = 'jupyter-gtc:refresh';
+  export const createCluster = 'jupyter-gtc:create-cluster';
+  export const scalePool = 'jupyter-gtc:scale-pool';
+  export const deleteCluster = 'jupyter-gtc:delete-cluster';
+  export const openLog = 'jupyter-gtc:open-log';
+  export const cancelJob = 'jupyter-gtc:cancel-job';
+  export const requeueJob = 'jupyter-gtc:requeue-job';
+  export const holdJob = 'jupyter-gtc:hold-job';
+  export const releaseJob = 'jupyter-gtc:release-job';
+}
+
+const CATEGORY = 'Training Clusters';
+
+type Args = ReadonlyPartialJSONObject;
+
+export function addCommands(
+  app: JupyterFrontEnd,
+  model: ClustersModel,
+  sidebarId: string,
+  logs: WidgetTracker<MainAreaWidget<JobLog>>,
+  palette: ICommandPalette | null
+): void {
+  const { commands } = app;
+  const hasCluster = () => model.cluster !== null;
+
+  commands.addCommand(CommandIDs.showSidebar, {
+    label: 'Show Training Clusters',
+    execute: () => app.shell.activateById(sidebarId)
+  });
+  commands.addCommand(CommandIDs.refresh, {
+    label: 'Refresh Training Clusters',
+    execute: () => model.refresh()
+  });
+
+  commands.addCommand(CommandIDs.createCluster, {
+    label: 'Create a Training Cluster from a Spec File…',
+    execute: async args => {
+      const path = (args.path as string) ?? (await ask(InputDialog.getText({
+        title: 'Create a cluster from a spec file',
+        label: 'Path of a cluster spec (.yaml or .json), relative to the Jupyter root',
+        placeholder: 'examples/clusters/local-a3.yaml'
+      })));
+      if (!path) {
+        return;
+      }
+      const file = await app.serviceManager.contents.get(path, { content: true, format: 'text' });
+      await notify(model.createCluster(file.content), `Creating a cluster from ${path}`, 'Cluster created');
+    }
+  });
+
+  commands.addCommand(CommandIDs.scalePool, {
+    label: args => (args.cluster ? `Scale a Pool of ${args.cluster}…` : 'Scale a Training Cluster Pool…'),
+    isEnabled: hasCluster,
+    execute: async args => {
+      const name = (args.cluster as string) ?? model.cluster;
+      const cluster = model.clusters.find(c => c.name === name);
+      if (!cluster) {
+        return;
+      }
+      const login = cluster.spec.orchestrator_spec.slurm_spec.login_node_pool_id;
+      const pools = cluster.spec.node_pools.filter(p => p.id !== login);
+      const poolId =
+        (args.pool as string) ??
+        (pools.length === 1
+          ? pools[0].id
+          : await ask(InputDialog.getItem({ title: `Scale a pool of ${name}`, items: pools.map(p => p.id) })));
+      const pool = pools.find(p => p.id === poolId);
+      if (!pool) {
+        return;
+      }
+      const nodes =
+        (args.nodes as number) ??
+        (await ask(InputDialog.getNumber({
+          title: `Scale pool ${pool.id} of ${name}`,
+          label: `Nodes (${pool.machine_spec.machine_type}); now ${pool.scaling_spec.min_node_count}`,
+          value: pool.scaling_spec.min_node_count
+        })));
+      if (nodes === null || nodes === undefined) {
+        return;
+      }
+      await notify(model.scale(name!, pool.id, nodes), `Scaling ${name}/${pool.id} to ${nodes} node(s)`,
+        `${name}/${pool.id} has ${nodes} node(s)`);
+    }
+  });
+
+  commands.addCommand(CommandIDs.deleteCluster, {
+    label: args => (args.cluster ? `Delete Cluster ${args.cluster}…` : 'Delete a Training Cluster…'),
+    isEnabled: hasCluster,
+    execute: async args => {
+      const name = (args.cluster as string) ??
+        (await ask(InputDialog.getItem({ title: 'Delete a cluster', items: model.clusters.map(c => c.name) })));
+      if (!name) {
+        return;
+      }
+      const answer = await showDialog({
+        title: `Delete cluster ${name}?`,
+        body: 'Its running jobs are cancelled, its nodes stopped and its files removed. This cannot be undone.',
+        buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
+      });
+      if (answer.button.accept) {
+        await notify(model.deleteCluster(name), `Deleting ${name}`, `Cluster ${name} deleted`);
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.openLog, {
+    label: args => (args.id ? `Open the Log of Job ${args.id}` : 'Open a Job Log…'),
+    isEnabled: hasCluster,
+    execute: async args => {
+      const job = await pickJob(model, args, 'Open the log of a job');
+      if (!job) {
+        return;
+      }
+      let tab = logs.find(w => w.content.cluster === job.cluster && w.content.jobId === job.id);
+      if (!tab) {
+        tab = createLogTab(job.cluster, job.id);
+        void logs.add(tab);
+        app.shell.add(tab, 'main');
+      }
+      app.shell.activateById(tab.id);
+    }
+  });
+
+  const jobAction = (id: string, action: JobAction, verb: string) =>
+    commands.addCommand(id, {
+      label: args => (args.id ? `${verb} Job ${args.id}` : `${verb} a Job…`),
+      isEnabled: hasCluster,
+      execute: async args => {
+        const job = await pickJob(model, args, `${verb} a job`);
+        if (job) {
+          try {
+            await model.act(job, action);
+          } catch (error) {
+            Notification.error(`${verb} job ${job.id}: ${(error as Error).message}`, { autoClose: 8000 });
+          }
+        }
+      }
+    });
+  jobAction(CommandIDs.cancelJob, 'cancel', 'Cancel');
+  jobAction(CommandIDs.requeueJob, 'requeue', 'Requeue');
+  jobAction(CommandIDs.holdJob, 'hold', 'Hold');
+  jobAction(CommandIDs.releaseJob, 'release', 'Release');
+
+  for (const command of Object.values(CommandIDs)) {
+    palette?.addItem({ command, category: CATEGORY });
+  }
+}
+
+/** The job named by `args` (`cluster`, `id`), or one the user picks from the current cluster's. */
+async function pickJob(
+  model: ClustersModel,
+  args: Args,
+  title: string
+): Promise<{ cluster: string; id: string } | null> {
+  if (args.id) {
+    return { cluster: (args.cluster as string) ?? model.cluster!, id: String(args.id) };
+  }
+  const items = model.jobs.map(j => `${j.id}  ${j.name}  (${j.state})`);
+  const picked = await ask(InputDialog.getItem({ title, items }));
+  return picked && model.cluster ? { cluster: model.cluster, id: picked.split(' ')[0] } : null;
+}
+
+/** A dialog's value, or null when it was cancelled. */
+async function ask<T>(dialog: Promise<Dialog.IResult<T>>): Promise<T | null> {
+  const result = await dialog;
+  return result.button.accept ? result.value : null;
+}
+
+/** A toast while `work` runs, and how it ended. */
+async function notify(work: Promise<unknown>, pending: string, done: string): Promise<void> {
+  Notification.promise(work as Promise<any>, {
+    pending: { message: `${pending}…`, options: { autoClose: false } },
+    success: { message: () => done, options: { autoClose: 4000 } },
+    error: { message: (error: unknown) => `${pending} failed: ${(error as Error).message}`, options: { autoClose: 10000 } }
+  });
+  try {
+    await work;
+  } catch {
+    // shown by the toast
+  }
+}

@@ -1,0 +1,439 @@
+/**
+ * The "Training Clusters" side panel: a JupyterLab `SidePanel` whose collapsible sections
+ * (Clusters, Jobs) render from one `ClustersModel`. Another section (studies, models) is a
+ * `ReactWidget` given to `addWidget`. Buttons run commands (commands.ts), so each action is
+ * also in the command palette.
+ */
+import {
+  addIcon,
+  Button,
+  deleteIcon,
+  editIcon,
+  HTMLSelect,
+  pauseIcon,
+  ReactWidget,
+  redoIcon,
+  refreshIcon,
+  runIcon,
+  SidePanel,
+  stopIcon,
+  textEditorIcon,
+  Toolbar,
+  ToolbarButton,
+  ToolbarButtonComponent,
+  UseSignal
+} from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import { AccordionPanel, Panel } from '@lumino/widgets';
+import React, { useEffect, useState } from 'react';
+
+import { ICluster, IJob, INode } from './api';
+import { CommandIDs } from './commands';
+import { clusterIcon } from './icons';
+import { ClustersModel, FINISHED_STATES } from './model';
+
+export function createSidebar(
+  model: ClustersModel,
+  commands: CommandRegistry
+): SidePanel {
+  const header = new Panel();
+  header.addWidget(
+    ReactWidget.create(
+      <UseSignal signal={model.changed}>
+        {() => <SidebarHeader model={model} />}
+      </UseSignal>
+    )
+  );
+  const panel = new SidePanel({ header });
+  panel.id = 'jupyter-gtc-sidebar';
+  panel.title.icon = clusterIcon;
+  panel.title.caption = 'Training Clusters';
+  panel.addClass('jp-gtc-Sidebar');
+  panel.addWidget(new ClustersSection(model, commands));
+  panel.addWidget(new JobsSection(model, commands));
+  (panel.content as AccordionPanel).setRelativeSizes([1, 2]);
+  return panel;
+}
+
+function SidebarHeader({ model }: { model: ClustersModel }): JSX.Element {
+  const problem =
+    model.status === 'reconnecting'
+      ? 'Reconnecting to the Jupyter server…'
+      : model.warning;
+  return (
+    <div className="jp-gtc-Header">
+      <h2>Training Clusters</h2>
+      {problem && <div className="jp-gtc-Header-problem">{problem}</div>}
+    </div>
+  );
+}
+
+// -- clusters ---------------------------------------------------------------------------
+
+class ClustersSection extends ReactWidget {
+  constructor(
+    private model: ClustersModel,
+    private commands: CommandRegistry
+  ) {
+    super();
+    this.addClass('jp-gtc-Section');
+    this.title.label = 'Clusters';
+    this.toolbar = new Toolbar();
+    this.toolbar.addItem(
+      'create',
+      new ToolbarButton({
+        icon: addIcon,
+        tooltip: 'Create a cluster from a spec file',
+        dataset: { command: CommandIDs.createCluster },
+        onClick: () => void commands.execute(CommandIDs.createCluster)
+      })
+    );
+    this.toolbar.addItem(
+      'refresh',
+      new ToolbarButton({
+        icon: refreshIcon,
+        tooltip: 'Refresh',
+        dataset: { command: CommandIDs.refresh },
+        onClick: () => void commands.execute(CommandIDs.refresh)
+      })
+    );
+  }
+
+  readonly toolbar: Toolbar;
+
+  render(): JSX.Element {
+    return (
+      <UseSignal signal={this.model.changed}>
+        {() => <ClusterList model={this.model} commands={this.commands} />}
+      </UseSignal>
+    );
+  }
+}
+
+function ClusterList(props: {
+  model: ClustersModel;
+  commands: CommandRegistry;
+}): JSX.Element {
+  const { model } = props;
+  if (!model.loaded) {
+    return <div className="jp-gtc-Empty">Loading…</div>;
+  }
+  if (model.clusters.length === 0) {
+    return (
+      <div className="jp-gtc-Empty">
+        No clusters yet. Create one with the + button, <code>%%gtc_cluster</code>{' '}
+        in a notebook, or <code>gtc cluster create -f SPEC</code>.
+      </div>
+    );
+  }
+  return (
+    <div className="jp-gtc-ClusterList">
+      {model.clusters.map(cluster => (
+        <ClusterCard
+          key={cluster.name}
+          cluster={cluster}
+          selected={cluster.name === model.cluster}
+          onSelect={() => model.selectCluster(cluster.name)}
+          commands={props.commands}
+        />
+      ))}
+    </div>
+  );
+}
+
+function ClusterCard(props: {
+  cluster: ICluster;
+  selected: boolean;
+  onSelect: () => void;
+  commands: CommandRegistry;
+}): JSX.Element {
+  const { cluster, commands } = props;
+  const nodes = cluster.nodes ?? [];
+  const gpusUsed = nodes.reduce((sum, n) => sum + n.gpus_allocated, 0);
+  const gpus = nodes.length ? nodes.reduce((sum, n) => sum + n.gpus, 0) : cluster.gpu_count;
+  const args = { cluster: cluster.name };
+  const slurm = cluster.spec.orchestrator_spec.slurm_spec;
+  const pools = cluster.spec.node_pools.map(p =>
+    p.id === slurm.login_node_pool_id
+      ? `login: ${p.machine_spec.machine_type}`
+      : `${p.id}: ${p.scaling_spec.min_node_count} × ${p.machine_spec.machine_type}`
+  );
+  const partitions = slurm.partitions.map(p => p.id).join(', ');
+  return (
+    <div
+      className={`jp-gtc-Cluster${props.selected ? ' jp-mod-selected' : ''}`}
+      data-cluster={cluster.name}
+      onClick={props.onSelect}
+    >
+      <div className="jp-gtc-Cluster-header">
+        <span className="jp-gtc-Cluster-name">{cluster.name}</span>
+        <span className="jp-gtc-Chip">{cluster.backend}</span>
+        <StateLabel state={cluster.state} kind={clusterKind(cluster.state)} />
+        <span className="jp-gtc-Cluster-spacer" />
+        <ToolbarButtonComponent
+          icon={editIcon}
+          tooltip="Scale a pool"
+          dataset={{ command: CommandIDs.scalePool }}
+          onClick={() => void commands.execute(CommandIDs.scalePool, args)}
+        />
+        <ToolbarButtonComponent
+          icon={deleteIcon}
+          tooltip="Delete this cluster"
+          dataset={{ command: CommandIDs.deleteCluster }}
+          onClick={() => void commands.execute(CommandIDs.deleteCluster, args)}
+        />
+      </div>
+      <div className="jp-gtc-Cluster-detail">
+        {[`${gpusUsed}/${gpus} GPUs allocated`, ...pools, `partitions: ${partitions}`].map((part, i) => (
+          <span key={i} className={i === 0 ? 'jp-gtc-Cluster-gpus' : undefined}>
+            {part}
+          </span>
+        ))}
+      </div>
+      {cluster.problem && (
+        <div className="jp-gtc-Problem">{cluster.problem}</div>
+      )}
+      {nodes.length > 0 && <NodeTable nodes={nodes} />}
+    </div>
+  );
+}
+
+/** Nodes in a table narrow enough for the sidebar; a drain or down reason under its node. */
+function NodeTable({ nodes }: { nodes: INode[] }): JSX.Element {
+  return (
+    <table className="jp-gtc-Table jp-gtc-NodeTable">
+      <thead>
+        <tr>
+          <th>Node</th>
+          <th>State</th>
+          <th title="GPUs allocated / total">GPUs</th>
+          <th title="CPUs allocated / total">CPUs</th>
+          <th title="Memory allocated / total, GB">Mem GB</th>
+        </tr>
+      </thead>
+      <tbody>
+        {nodes.map(n => (
+          <React.Fragment key={n.name}>
+            <tr data-node={n.name}>
+              <td>{n.name}</td>
+              <td>
+                <StateLabel state={[n.state, ...n.flags].join('+')} kind={nodeKind(n)} />
+              </td>
+              <td>{`${n.gpus_allocated}/${n.gpus}`}</td>
+              <td>{`${n.cpus_allocated}/${n.cpus}`}</td>
+              <td>{`${gigabytes(n.memory_allocated_mb)}/${gigabytes(n.memory_mb)}`}</td>
+            </tr>
+            {n.reason && (
+              <tr className="jp-gtc-Node-reason">
+                <td colSpan={5}>{n.reason}</td>
+              </tr>
+            )}
+          </React.Fragment>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+// -- jobs -------------------------------------------------------------------------------
+
+class JobsSection extends ReactWidget {
+  constructor(
+    private model: ClustersModel,
+    private commands: CommandRegistry
+  ) {
+    super();
+    this.addClass('jp-gtc-Section');
+    this.title.label = 'Jobs';
+    model.changed.connect(() => {
+      this.title.label = model.cluster ? `Jobs on ${model.cluster}` : 'Jobs';
+    });
+  }
+
+  render(): JSX.Element {
+    return (
+      <UseSignal signal={this.model.changed}>
+        {() => <JobList model={this.model} commands={this.commands} />}
+      </UseSignal>
+    );
+  }
+}
+
+const ALL = '';
+const PAGE = 100; // jobs rendered at first, and added by "Show more": a long history stays fast
+
+function JobList(props: {
+  model: ClustersModel;
+  commands: CommandRegistry;
+}): JSX.Element {
+  const { model, commands } = props;
+  const [filter, setFilter] = useState(ALL);
+  const [limit, setLimit] = useState(PAGE);
+  useClock(model.jobs.some(j => j.state === 'RUNNING')); // elapsed times count on
+  if (!model.cluster) {
+    return <div className="jp-gtc-Empty">Jobs show here once a cluster exists.</div>;
+  }
+  const counts = new Map<string, number>();
+  model.jobs.forEach(j => counts.set(j.state, (counts.get(j.state) ?? 0) + 1));
+  const shown = filter === ALL ? model.jobs : model.jobs.filter(j => j.state === filter);
+  const options = [
+    { label: `All states (${model.jobs.length})`, value: ALL },
+    ...[...counts].map(([state, n]) => ({ label: `${state} (${n})`, value: state }))
+  ];
+  if (filter !== ALL && !counts.has(filter)) {
+    options.push({ label: `${filter} (0)`, value: filter });
+  }
+  return (
+    <div className="jp-gtc-JobList">
+      <div className="jp-gtc-JobList-filter">
+        <HTMLSelect
+          aria-label="Filter jobs by state"
+          value={filter}
+          options={options}
+          onChange={event => {
+            setFilter(event.currentTarget.value);
+            setLimit(PAGE);
+          }}
+        />
+      </div>
+      <ul className="jp-gtc-Jobs">
+        {shown.slice(0, limit).map(job => (
+          <JobItem key={job.id} job={job} elapsed={duration(model.elapsed(job))} commands={commands} />
+        ))}
+      </ul>
+      {shown.length > limit && (
+        <Button className="jp-gtc-More" minimal small onClick={() => setLimit(limit + PAGE)}>
+          Show {Math.min(PAGE, shown.length - limit)} more of {shown.length - limit} older jobs
+        </Button>
+      )}
+      {shown.length === 0 && (
+        <div className="jp-gtc-Empty">
+          {model.jobs.length === 0
+            ? 'No jobs on this cluster yet. Submit one with %%sbatch in a notebook or gtc job submit.'
+            : 'No jobs in this state.'}
+        </div>
+      )}
+    </div>
+  );
+}
+
+/** One job in two lines: name, id and elapsed; state, nodes and its actions. Memoized: a
+ * clock tick re-renders only the running jobs, whose elapsed time changed. */
+const JobItem = React.memo(function JobItem(props: {
+  job: IJob;
+  elapsed: string;
+  commands: CommandRegistry;
+}): JSX.Element {
+  const { job } = props;
+  return (
+    <li className="jp-gtc-Job" data-job={job.id} title={job.job_dir}>
+      <div className="jp-gtc-Job-line">
+        <span className="jp-gtc-Job-name">{job.name}</span>
+        <span className="jp-gtc-Job-id">{job.id}</span>
+        <span className="jp-gtc-Job-elapsed" title="Elapsed">
+          {props.elapsed}
+        </span>
+      </div>
+      <div className="jp-gtc-Job-line">
+        <StateLabel state={job.state} kind={jobKind(job.state)} detail={jobDetail(job)} />
+        {job.nodes && <span className="jp-gtc-Job-nodes">{job.nodes}</span>}
+        <JobActions job={job} commands={props.commands} />
+      </div>
+    </li>
+  );
+});
+
+function JobActions({ job, commands }: { job: IJob; commands: CommandRegistry }): JSX.Element {
+  const args = { cluster: job.cluster, id: job.id };
+  const finished = FINISHED_STATES.has(job.state);
+  const held = (job.reason ?? '').startsWith('JobHeld');
+  const button = (command: string, icon: typeof stopIcon, tooltip: string) => (
+    <ToolbarButtonComponent
+      key={command}
+      icon={icon}
+      tooltip={tooltip}
+      dataset={{ command }}
+      onClick={() => void commands.execute(command, args)}
+    />
+  );
+  return (
+    <div className="jp-gtc-JobActions">
+      {button(CommandIDs.openLog, textEditorIcon, 'Open the log')}
+      {!finished && button(CommandIDs.cancelJob, stopIcon, 'Cancel (scancel)')}
+      {job.state === 'PENDING' && !held && button(CommandIDs.holdJob, pauseIcon, 'Hold: keep it from starting')}
+      {held && button(CommandIDs.releaseJob, runIcon, 'Release: let it start')}
+      {job.state !== 'PENDING' && button(CommandIDs.requeueJob, redoIcon, 'Requeue: run it again')}
+    </div>
+  );
+}
+
+function jobDetail(job: IJob): string | undefined {
+  if (job.exit_code !== null && job.exit_code !== 0) {
+    return `exit code ${job.exit_code}`;
+  }
+  return job.state === 'PENDING' && job.reason ? job.reason : undefined;
+}
+
+// -- small parts ------------------------------------------------------------------------
+
+type StateKind = 'good' | 'active' | 'waiting' | 'bad';
+
+/** A state in the colour of its kind (theme colours: success, brand, warn, error). */
+function StateLabel(props: { state: string; kind: StateKind; detail?: string }): JSX.Element {
+  return (
+    <span className={`jp-gtc-State jp-gtc-State-${props.kind}`} data-state={props.state}>
+      {props.state}
+      {props.detail && <span className="jp-gtc-State-detail"> · {props.detail}</span>}
+    </span>
+  );
+}
+
+function clusterKind(state: string): StateKind {
+  return state === 'RUNNING' ? 'good' : state === 'ERROR' ? 'bad' : 'waiting';
+}
+
+function nodeKind(node: INode): StateKind {
+  return !node.ready ? 'bad' : node.state === 'IDLE' ? 'good' : 'active';
+}
+
+function jobKind(state: string): StateKind {
+  if (state === 'COMPLETED') {
+    return 'good';
+  }
+  if (state === 'RUNNING' || state === 'COMPLETING' || state === 'CONFIGURING') {
+    return 'active';
+  }
+  return FINISHED_STATES.has(state) ? 'bad' : 'waiting';
+}
+
+/** Render once a second while `running`. */
+function useClock(running: boolean): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    if (!running) {
+      return;
+    }
+    const timer = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(timer);
+  }, [running]);
+  return now;
+}
+
+function duration(seconds: number | null): string {
+  if (seconds === null) {
+    return '–';
+  }
+  const s = Math.floor(seconds);
+  const hms = [Math.floor(s / 3600), Math.floor(s / 60) % 60, s % 60];
+  return hms[0] > 0
+    ? `${hms[0]}:${pad(hms[1])}:${pad(hms[2])}`
+    : `${hms[1]}:${pad(hms[2])}`;
+}
+
+function pad(n: number): string {
+  return String(n).padStart(2, '0');
+}
+
+function gigabytes(mb: number): string {
+  return String(Math.round(mb / 1024));
+}

@@ -1,0 +1,202 @@
+"""The "Training Clusters" sidebar in a real JupyterLab, in a real headless Chromium, on a
+real local Slurm cluster: nodes, live jobs (from the api and from a notebook's %%sbatch),
+cancel from the panel, a log tab that grows, light and dark themes, a server restart."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+from playwright.sync_api import expect
+
+from jupyter_gtc import api
+from jupyter_gtc.state import JobRecord, default_home, open_store
+from tests.browser.lab import open_and_run_all, set_theme
+from tests.conftest import slurm, small_gpu_spec
+from tests.server.api_client import wait_for
+
+SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="jupyter-gtc-sidebar"]'
+STEPS = "#!/bin/bash\nfor i in $(seq 1 3000); do echo \"step $i loss=$((3000 - i))\"; sleep 0.1; done\n"
+
+
+@pytest.fixture(scope="module")
+def cluster(slurm_available):
+    """3 nodes of 8 GPUs. A name no other test uses: a process's job poller outlives a deleted
+    cluster of the same name, so its views of job 1, 2, ... would be the old cluster's."""
+    created = api.create_cluster(small_gpu_spec("llama", nodes=3))
+    yield created
+    api.delete_cluster(created.name)
+
+
+@pytest.fixture(autouse=True)
+def _cancel_jobs_left(cluster):
+    yield
+    for job in api.list_jobs(cluster.name):
+        if not job.finished:
+            job.cancel()
+
+
+def open_lab_with_sidebar(lab, page) -> None:
+    page.goto(f"{lab.url}lab?reset&token={lab.token}")
+    open_sidebar(page)
+
+
+def open_sidebar(page) -> None:
+    page.locator(SIDEBAR_TAB).click(timeout=60_000)
+    expect(page.locator("#jupyter-gtc-sidebar")).to_be_visible()
+
+
+def job_row(page, job_id: str):
+    return page.locator(f'#jupyter-gtc-sidebar .jp-gtc-Job[data-job="{job_id}"]')
+
+
+def test_nodes_live_jobs_cancel_and_a_growing_log(jupyter_lab, page, cluster, screenshots):
+    open_lab_with_sidebar(jupyter_lab, page)
+    card = page.locator(f'.jp-gtc-Cluster[data-cluster="{cluster.name}"]')
+    for node in ("gpu-0", "gpu-1", "gpu-2"):
+        expect(card.locator(f'tr[data-node="{node}"]')).to_be_visible(timeout=30_000)
+    expect(card.locator(".jp-gtc-Cluster-gpus")).to_have_text("0/24 GPUs allocated")
+
+    job = api.submit_job(cluster.name, STEPS, ["--job-name=pretrain", "--nodes=2", "--gpus-per-node=4"])
+    idle = api.submit_job(cluster.name, "#!/bin/bash\nsleep 600\n", ["--job-name=eval", "--begin=now+3600"])
+    row = job_row(page, job.id)
+    expect(row.locator(".jp-gtc-State")).to_have_text("RUNNING", timeout=15_000)
+    expect(job_row(page, idle.id).locator(".jp-gtc-State")).to_contain_text("PENDING")
+    expect(card.locator(".jp-gtc-Cluster-gpus")).to_have_text("8/24 GPUs allocated", timeout=10_000)
+    # A drained node shows its reason (a health check's, say) under it.
+    slurm(cluster.name, "scontrol", "update", "nodename=gpu-2", "state=drain", "reason=XID 79: GPU fell off the bus")
+    expect(card.locator(".jp-gtc-Node-reason")).to_contain_text("XID 79: GPU fell off the bus", timeout=10_000)
+    expect(card.locator('tr[data-node="gpu-2"] .jp-gtc-State')).to_have_text("IDLE+DRAIN")
+    time.sleep(1.5)  # elapsed counts on between the feed's updates
+    page.locator("#jupyter-gtc-sidebar").screenshot(path=str(screenshots / "sidebar_light.png"))
+    slurm(cluster.name, "scontrol", "update", "nodename=gpu-2", "state=resume")
+
+    # The log tab follows the file by range reads: it grows while the job writes.
+    row.locator('[data-command="jupyter-gtc:open-log"]').click()
+    log = page.locator(".jp-gtc-JobLog-text")
+    expect(log).to_contain_text("step 1 loss=2999", timeout=15_000)
+    first = log.inner_text().count("\n")
+    wait_for(lambda: log.inner_text().count("\n") >= first + 10, timeout=15, what="the log tab to grow")
+    expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tabLabel", has_text="pretrain")).to_be_visible()
+    page.screenshot(path=str(screenshots / "sidebar_and_log_light.png"))
+
+    # Cancel from the panel: the panel, and any other process (a notebook), see CANCELLED.
+    row.locator('[data-command="jupyter-gtc:cancel-job"]').click()
+    expect(row.locator(".jp-gtc-State")).to_contain_text("CANCELLED", timeout=15_000)
+    wait_for(lambda: api.get_job(job.id, cluster.name).state == "CANCELLED", timeout=10, what="CANCELLED here")
+    expect(page.locator(".jp-gtc-JobLog-status")).to_have_text("The job has finished.", timeout=10_000)
+
+    # The state filter.
+    page.locator(".jp-gtc-JobList-filter select").select_option("PENDING")
+    expect(job_row(page, idle.id)).to_be_visible()
+    expect(row).to_have_count(0)
+    page.locator(".jp-gtc-JobList-filter select").select_option("")
+
+    set_theme(page, "JupyterLab Dark")
+    page.locator("#jupyter-gtc-sidebar").screenshot(path=str(screenshots / "sidebar_dark.png"))
+    page.screenshot(path=str(screenshots / "sidebar_and_log_dark.png"))
+    set_theme(page, "JupyterLab Light")  # the setting persists on the module's server
+    errors = [line for line in page.console_log if line.startswith("[pageerror]")]
+    assert not errors, errors
+
+
+def test_a_job_from_a_notebook_cell_shows_and_its_cancel_reaches_the_notebook(jupyter_lab, page, cluster,
+                                                                               screenshots):
+    cells = ["%load_ext jupyter_gtc",
+             f"%%sbatch --cluster {cluster.name} --job-name from-notebook\n#!/bin/bash\nsleep 600\n"]
+    open_and_run_all(jupyter_lab, page, "submit.ipynb", cells)
+    notebook_state = page.locator(".jp-OutputArea-output .widget-label", has_text="RUNNING")
+    expect(notebook_state).to_be_visible(timeout=30_000)
+    open_sidebar(page)
+    row = page.locator("#jupyter-gtc-sidebar .jp-gtc-Job", has_text="from-notebook")
+    expect(row.locator(".jp-gtc-State")).to_have_text("RUNNING", timeout=10_000)
+
+    row.locator('[data-command="jupyter-gtc:cancel-job"]').click()
+    expect(row.locator(".jp-gtc-State")).to_contain_text("CANCELLED", timeout=15_000)
+    expect(page.locator(".jp-OutputArea-output .widget-label", has_text="CANCELLED")).to_be_visible(timeout=15_000)
+    page.screenshot(path=str(screenshots / "sidebar_with_notebook.png"))
+
+
+def test_create_from_a_spec_file_scale_and_delete_with_a_confirmation(jupyter_lab, page, slurm_available,
+                                                                     screenshots):
+    (jupyter_lab.root_dir / "scratch.yaml").write_text(yaml.safe_dump(small_gpu_spec("scratch", nodes=1)))
+    open_lab_with_sidebar(jupyter_lab, page)
+    try:
+        page.locator('#jupyter-gtc-sidebar [data-command="jupyter-gtc:create-cluster"]').click()
+        dialog = page.locator(".jp-Dialog")
+        dialog.locator("input").fill("scratch.yaml")
+        dialog.locator(".jp-mod-accept").click()
+        card = page.locator('.jp-gtc-Cluster[data-cluster="scratch"]')
+        expect(card.locator('tr[data-node="gpu-0"]')).to_be_visible(timeout=30_000)
+
+        card.locator('[data-command="jupyter-gtc:scale-pool"]').click()
+        dialog.locator("input").fill("2")
+        dialog.locator(".jp-mod-accept").click()
+        expect(card.locator('tr[data-node="gpu-1"]')).to_be_visible(timeout=30_000)
+        assert len(api.get_cluster("scratch").nodes) == 2
+
+        card.locator('[data-command="jupyter-gtc:delete-cluster"]').click()
+        expect(dialog).to_contain_text("Delete cluster scratch?")
+        page.screenshot(path=str(screenshots / "sidebar_delete_dialog.png"))
+        dialog.locator(".jp-mod-accept").click()
+        expect(card).to_have_count(0, timeout=30_000)
+        assert "scratch" not in [c.name for c in api.list_clusters(with_status=False)]
+    finally:
+        if "scratch" in [c.name for c in api.list_clusters(with_status=False)]:
+            api.delete_cluster("scratch")
+
+
+LONG_TASKS = """
+window.__longTasks = [];
+new PerformanceObserver(list => window.__longTasks.push(...list.getEntries().map(e => Math.round(e.duration))))
+  .observe({ type: 'longtask', buffered: true });
+"""
+
+
+def test_five_hundred_jobs_render_and_stay_responsive(jupyter_lab, page, cluster, screenshots):
+    """The list from earlier sessions (rows in the state store, as a busy user accumulates
+    them) plus a running job whose elapsed time re-renders the list every second."""
+    store = open_store(default_home())
+    for i in range(500):
+        store.add_job(JobRecord(cluster.name, str(900_000 + i), f"sweep-{i}", "FAILED" if i % 7 == 0 else "COMPLETED",
+                                "/nonexistent", exit_code=1 if i % 7 == 0 else 0))
+    running = api.submit_job(cluster.name, "#!/bin/bash\nsleep 600\n", ["--job-name=live"])
+    total = len(api.list_jobs(cluster.name))  # these, and those of the tests before
+    page.add_init_script(LONG_TASKS)
+    started = time.monotonic()
+    open_lab_with_sidebar(jupyter_lab, page)
+    expect(page.locator(".jp-gtc-Job")).to_have_count(100, timeout=30_000)  # the newest; the rest on demand
+    shown = time.monotonic() - started
+    more = page.locator(".jp-gtc-More")
+    expect(more).to_have_text(f"Show 100 more of {total - 100} older jobs")
+    expect(job_row(page, running.id).locator(".jp-gtc-State")).to_have_text("RUNNING", timeout=15_000)
+    start_up = page.evaluate("() => window.__longTasks.splice(0)")  # JupyterLab's start and the first render
+    time.sleep(3)  # three clock ticks re-render the whole list
+    ticking = page.evaluate("() => window.__longTasks.splice(0)")
+    select = page.locator(".jp-gtc-JobList-filter select")
+    t = time.monotonic()
+    select.select_option("FAILED")
+    expect(page.locator(".jp-gtc-Job")).to_have_count(72)
+    filtered = time.monotonic() - t
+    select.select_option("")
+    more.click()
+    expect(page.locator(".jp-gtc-Job")).to_have_count(200)
+    long_tasks = page.evaluate("() => window.__longTasks")
+    print(f"{total} jobs: page to list {shown:.1f} s, filter {filtered * 1000:.0f} ms; long tasks (ms) "
+          f"while starting: {sorted(start_up)[-5:]}, ticking: {ticking}, filtering: {long_tasks}")
+    page.locator("#jupyter-gtc-sidebar").screenshot(path=str(screenshots / "sidebar_500_jobs.png"))
+    assert filtered < 1.0
+    assert max(ticking + long_tasks, default=0) < 500, (ticking, long_tasks)  # no freeze with 500 rows live
+
+
+def test_the_sidebar_reconnects_after_a_server_restart(jupyter_lab, page, cluster):
+    """Runs last in this module: it restarts the module's server (same port and token)."""
+    open_lab_with_sidebar(jupyter_lab, page)
+    expect(page.locator(f'.jp-gtc-Cluster[data-cluster="{cluster.name}"]')).to_be_visible(timeout=30_000)
+    jupyter_lab.stop()
+    expect(page.locator(".jp-gtc-Header-problem")).to_contain_text("Reconnecting", timeout=15_000)
+    jupyter_lab.start()
+    job = api.submit_job(cluster.name, "#!/bin/bash\nsleep 600\n", ["--job-name=after-restart"])
+    expect(job_row(page, job.id).locator(".jp-gtc-State")).to_have_text("RUNNING", timeout=20_000)
+    expect(page.locator(".jp-gtc-Header-problem")).to_have_count(0)

@@ -1,0 +1,92 @@
+"""Calling the REST API of a real server from tests: JSON calls, and the change feed."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import queue
+import socket
+import threading
+import time
+from typing import Any
+
+
+def call(server, method: str, path: str, payload: Any = None, **kwargs) -> tuple[int, Any]:
+    """(status, parsed JSON body or None) of ``method gtc/api/<path>``, with the token."""
+    body = None if payload is None else (payload if isinstance(payload, bytes) else json.dumps(payload).encode())
+    status, _, data = server.request(method, f"gtc/api/{path}", body, **kwargs)
+    return status, json.loads(data) if data else None
+
+
+def ok(server, method: str, path: str, payload: Any = None) -> Any:
+    status, body = call(server, method, path, payload)
+    assert status < 300, (method, path, status, body)
+    return body
+
+
+def wait_for(predicate, timeout: float = 30, interval: float = 0.2, what: str = "condition"):
+    """The first truthy ``predicate()``, polled until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"{what} not met within {timeout} s (last: {last!r})")
+
+
+class EventStream:
+    """``GET gtc/api/events`` read on a thread; ``next(event)`` returns the next data of that event."""
+
+    def __init__(self, server, query: str = "", token: bool = True):
+        self.events: queue.Queue = queue.Queue()
+        self.history: list[tuple[str, Any]] = []  # every event so far, also those next() passed over
+        self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        headers = {"Authorization": f"token {server.token}"} if token else {}
+        self.conn.request("GET", f"/gtc/api/events{query}", headers=headers)
+        self.response = self.conn.getresponse()
+        self.status = self.response.status
+        self.headers = self.response.headers
+        if self.status == 200:
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        event, data = "message", ""
+        try:
+            for raw in self.response:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: "):
+                    data += line[6:]
+                elif not line and data:
+                    self.history.append((event, json.loads(data)))
+                    self.events.put(self.history[-1])
+                    event, data = "message", ""
+        except Exception:  # noqa: BLE001, S110 - close() cuts the connection under the reader
+            pass
+
+    def next(self, event: str | None = None, timeout: float = 20, where=lambda data: True):
+        """The data of the next event named ``event`` (any, if None) for which ``where`` holds."""
+        deadline = time.monotonic() + timeout
+        seen = []
+        while time.monotonic() < deadline:
+            try:
+                name, data = self.events.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            seen.append(name)
+            if (event is None or name == event) and where(data):
+                return data
+        raise AssertionError(f"no {event or 'event'} matching within {timeout} s; saw {seen}")
+
+    def seen(self, event: str, where=lambda data: True) -> bool:
+        return any(name == event and where(data) for name, data in list(self.history))
+
+    def close(self) -> None:
+        # Shut the socket down first: closing alone waits for the reader thread's read,
+        # which returns only at the server's next keep-alive.
+        if self.conn.sock is not None:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        self.conn.close()

@@ -1,0 +1,57 @@
+"""A cheap trial for the tuning tests: an analytic function of its --flags with a little noise,
+reported through the hypertune file convention (JSON lines, written whole on each report,
+as cloudml-hypertune does). Standard library only, so a trial starts in milliseconds.
+
+    python objective.py --x=0.3 --y=2 [--steps=3] [--delay=0.05]
+
+Environment knobs for the tests: OBJECTIVE_BAD_AFTER=N makes trials with an id above N report
+a high loss slowly (for early stopping); OBJECTIVE_EXIT=3 makes every trial fail.
+Each trial also writes the flags it got and its start/end times to args.json in its folder.
+"""
+
+import json
+import os
+import random
+import sys
+import time
+
+
+def main() -> None:
+    flags = dict(arg[2:].split("=", 1) for arg in sys.argv[1:] if arg.startswith("--") and "=" in arg)
+    trial = int(os.environ.get("CLOUD_ML_TRIAL_ID", "0"))
+    steps = int(flags.pop("steps", 3))
+    delay = float(flags.pop("delay", 0.0))
+    started = time.time()
+    record = {"flags": sys.argv[1:], "trial": trial, "start": started,
+              "metric_file": os.environ.get("CLOUD_ML_HP_METRIC_FILE"),
+              "aip_model_dir": os.environ.get("AIP_MODEL_DIR")}
+    if os.environ.get("OBJECTIVE_EXIT"):
+        sys.exit(int(os.environ["OBJECTIVE_EXIT"]))
+    numbers = [float(v) for v in flags.values() if _is_number(v)]
+    loss = sum((v - 0.3) ** 2 for v in numbers) + 0.01 * random.random()
+    bad = trial > int(os.environ.get("OBJECTIVE_BAD_AFTER", "1000000"))
+    if bad:
+        loss, steps, delay = 100.0, 60, 0.5
+    lines = []
+    for step in range(1, steps + 1):
+        value = loss * (1 + 1.0 / step)
+        lines.append(json.dumps({"val_loss": str(value), "global_step": str(step), "timestamp": time.time(),
+                                 "trial": str(trial), "checkpoint_path": ""}) + "\n")
+        with open(os.environ["CLOUD_ML_HP_METRIC_FILE"], "w") as f:
+            f.writelines(lines)
+        time.sleep(delay)
+    record["end"] = time.time()
+    with open(os.path.join(os.environ["GTC_JOB_DIR"], "args.json"), "w") as f:
+        json.dump(record, f)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    main()

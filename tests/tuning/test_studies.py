@@ -1,0 +1,230 @@
+"""Studies on the real local cluster: every trial a Slurm job running objective.py, which
+reports through the hypertune file. The test thread only waits, as a notebook would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from itertools import product
+from pathlib import Path
+
+import pytest
+
+from jupyter_gtc import api
+from jupyter_gtc.exceptions import SpecErrors, StudyExists
+from jupyter_gtc.spec.study import format_flag
+from tests.tuning.conftest import sleep_until, trial_script
+
+pytestmark = pytest.mark.slurm
+
+
+def short_spec(parameters: str, *, trials: int, parallel: int = 2, extra: str = "", script: str | None = None) -> dict:
+    import yaml
+
+    data = yaml.safe_load(f"metric: val_loss:minimize\nmax_trials: {trials}\nparallel: {parallel}\n"
+                          f"parameters: {parameters}\n{extra}")
+    data["job"] = script or trial_script()
+    return data
+
+
+def args_of(trial) -> dict:
+    """What the trial's job itself recorded: the flags it got, its environment, start and end."""
+    return json.loads((Path(trial.job_dir) / "args.json").read_text())
+
+
+def test_a_study_runs_to_completion_with_two_trials_at_a_time(cluster):
+    spec = short_spec("{x: {double: [0, 1]}, y: {double: [-1, 1]}}", trials=6, parallel=2, extra="seed: 7\n",
+                      script=trial_script("--delay=0.2"))
+    study = api.create_study(cluster, spec, name="quadratic")
+    assert study.driven and study.sampler.startswith("gp: ")
+    study.wait(timeout=90)
+    assert (study.state, study.reason) == ("SUCCEEDED", None)
+    trials = study.snapshot().trials
+    assert [t.state for t in trials] == ["COMPLETE"] * 6
+    # The objective is (x - 0.3)^2 + (y - 0.3)^2 + noise, reported at steps 1..3 as value * (1 + 1/step).
+    for t in trials:
+        expected = (t.params["x"] - 0.3) ** 2 + (t.params["y"] - 0.3) ** 2
+        assert t.step == 3 and expected * 4 / 3 <= t.value <= (expected + 0.01) * 4 / 3 + 1e-9
+        ran = args_of(t)
+        assert ran["flags"] == ["--delay=0.2", *(format_flag(k, v) for k, v in t.params.items())]
+        assert all(float(f.split("=")[1]) == t.params[f[2:].split("=")[0]] for f in ran["flags"][1:])
+        assert ran["trial"] == int(t.trial_id) and ran["metric_file"] == f"{t.job_dir}/hypertune.metrics"
+        assert ran["aip_model_dir"] == f"{t.job_dir}/model/"
+        assert Path(t.job_dir) == Path(study.record.study_dir) / t.trial_id
+        assert api.get_job(t.job_id, cluster).state == "COMPLETED"
+    # Never more than two at once, and two did overlap.
+    spans = [(args_of(t)["start"], args_of(t)["end"]) for t in trials]
+    overlap = max(sum(s <= start < e for s, e in spans) for start, _ in spans)
+    assert overlap == 2
+    best = study.best_trial
+    assert best.value == min(t.value for t in trials)
+    table = study.trials
+    assert list(table.index) == [1, 2, 3, 4, 5, 6] and table.loc[int(best.trial_id), "value"] == best.value
+    assert {"x", "y", "state", "latest", "value", "stopped_early", "job_id"} <= set(table.columns)
+    with pytest.raises(StudyExists):
+        api.create_study(cluster, spec, name="quadratic")
+
+
+def test_grid_covers_its_grid_exactly(cluster):
+    spec = short_spec("{n: {integer: [1, 3]}, opt: {categorical: [adam, sgd]}}", trials=20, parallel=2,
+                      extra="algorithm: grid\n")
+    study = api.create_study(cluster, spec, name="grid").wait(timeout=90)
+    assert study.state == "SUCCEEDED"
+    points = [(t.params["n"], t.params["opt"]) for t in study.snapshot().trials]
+    assert sorted(points) == sorted(product([1, 2, 3], ["adam", "sgd"]))  # 6 trials, not 20
+
+
+def test_conditional_parameters_appear_only_under_their_parent_value(cluster):
+    hostile = "a'; touch /tmp/gtc-pwned; echo '"
+    spec = short_spec(
+        "{optimizer: {categorical: [adamw, sgd], children: {sgd: {momentum: {double: [0.0, 0.99]}}}},"
+        f" tag: {{categorical: [{json.dumps(hostile)}, plain]}}}}", trials=8, parallel=2,
+        extra="algorithm: random\nseed: 3\n")
+    study = api.create_study(cluster, spec, name="conditional").wait(timeout=90)
+    trials = study.snapshot().trials
+    assert study.state == "SUCCEEDED" and {t.params["optimizer"] for t in trials} == {"adamw", "sgd"}
+    for t in trials:
+        flags = args_of(t)["flags"]
+        assert ("momentum" in t.params) == (t.params["optimizer"] == "sgd")
+        assert any(f.startswith("--momentum=") for f in flags) == (t.params["optimizer"] == "sgd")
+        assert f"--tag={t.params['tag']}" in flags  # the hostile value arrives as one argument
+    assert hostile in {t.params["tag"] for t in trials} and not Path("/tmp/gtc-pwned").exists()
+    assert study.trials["momentum"].isna().sum() == sum(t.params["optimizer"] == "adamw" for t in trials)
+
+
+def test_early_stopping_cancels_a_bad_trial_in_slurm(cluster):
+    # Trials 1-3 are good and quick; trials 4 and 5 report a high loss every 0.5 s for 30 s.
+    spec = short_spec("{x: {double: [0, 1]}}", trials=5, parallel=1, extra="early_stopping: median\n",
+                      script=trial_script(env={"OBJECTIVE_BAD_AFTER": "3"}))
+    started = time.monotonic()
+    study = api.create_study(cluster, spec, name="early").wait(timeout=90)
+    assert time.monotonic() - started < 25  # the bad trials did not run their 30 s
+    trials = study.snapshot().trials
+    assert [t.state for t in trials] == ["COMPLETE"] * 3 + ["PRUNED"] * 2
+    for t in trials[3:]:
+        assert t.stopped_early and t.reason == "median rule" and t.latest >= 100
+        job = api.get_job(t.job_id, cluster)
+        assert sleep_until(lambda job=job: job.finished, 30) and job.state == "CANCELLED"
+        assert not (Path(t.job_dir) / "args.json").exists()  # killed before its end
+    assert study.trials["stopped_early"].tolist() == [False] * 3 + [True] * 2
+
+
+def test_the_failure_budget_stops_the_study(cluster):
+    spec = short_spec("{x: {double: [0, 1]}}", trials=10, parallel=1, extra="max_failed_trials: 2\n",
+                      script=trial_script(env={"OBJECTIVE_EXIT": "3"}))
+    study = api.create_study(cluster, spec, name="failing").wait(timeout=60)
+    assert study.state == "FAILED" and "2 trial(s) failed" in study.reason
+    trials = study.snapshot().trials
+    assert [t.state for t in trials] == ["FAIL", "FAIL"]
+    assert trials[0].reason == f"job {trials[0].job_id} ended FAILED, exit code 3"
+
+
+def test_a_trial_that_reports_nothing_fails_and_says_why(cluster):
+    spec = short_spec("{x: {double: [0, 1]}}", trials=1, parallel=1, extra="max_failed_trials: 1\n",
+                      script='#!/bin/bash\necho "got $@"\n')
+    study = api.create_study(cluster, spec, name="silent").wait(timeout=60)
+    [trial] = study.snapshot().trials
+    assert trial.state == "FAIL" and trial.reason == f"job {trial.job_id} reported no val_loss"
+
+
+def test_stop_trial_and_stop_study(cluster):
+    slow = trial_script("--steps=200", "--delay=0.2")
+    spec = short_spec("{x: {double: [0, 1]}}", trials=6, parallel=2, script=slow)
+    study = api.create_study(cluster, spec, name="stopping")
+    assert sleep_until(lambda: study.snapshot().counts["RUNNING"] == 2 and
+                       all(t.latest is not None for t in study.snapshot().trials), 30)
+    study.stop_trial(1)
+    assert sleep_until(lambda: study.snapshot().trials[0].state == "PRUNED", 10)
+    first = study.snapshot().trials[0]
+    assert first.reason == "stopped by the user" and first.value == first.latest
+    assert sleep_until(lambda: api.get_job(first.job_id, cluster).state == "CANCELLED", 10)
+    assert sleep_until(lambda: study.snapshot().counts["RUNNING"] == 2, 10)  # trial 3 took its slot
+    study.stop()
+    assert (study.state, study.driven) == ("STOPPED", False)
+    trials = study.snapshot().trials
+    assert [t.state for t in trials] == ["PRUNED"] * 3
+    assert {t.reason for t in trials[1:]} == {"study stopped: stopped by the user"}
+
+
+def test_resume_after_the_driving_process_dies_loses_no_finished_trial(cluster, tmp_path):
+    """A process drives the study and is killed (SIGKILL: no cleanup); this one watches it,
+    then resumes it: finished trials stay as they were, running ones are followed again."""
+    spec = short_spec("{x: {double: [0, 1]}}", trials=8, parallel=2, extra="algorithm: random\n",
+                      script=trial_script("--steps=4", "--delay=0.4"))
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import json, time
+        from jupyter_gtc import api
+        api.create_study({cluster!r}, json.load(open({str(tmp_path / 'spec.json')!r})), name="resumable")
+        time.sleep(600)
+        """)], env={**os.environ}, cwd=Path(__file__).parents[2])
+    try:
+        assert sleep_until(lambda: "resumable" in [s.name for s in api.list_studies()], 30)
+        watched = api.get_study("resumable")
+        # A second process sees the study live: trials finish while the other one drives, and
+        # a subscriber here (a panel) gets a snapshot a second from this process's feed.
+        seen = []
+        unsubscribe = watched.subscribe(seen.append)
+        assert sleep_until(lambda: watched.snapshot().counts["COMPLETE"] >= 2
+                           and watched.snapshot().counts["RUNNING"] == 2, 60)
+        assert watched.driven
+        assert sleep_until(lambda: seen[-1].counts["COMPLETE"] >= 2, 5) and seen[-1].driven
+        assert len(seen) >= 2
+        unsubscribe()
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=10)
+    finally:
+        driver.kill()
+    before = {t.number: t for t in watched.snapshot().trials}
+    # A trial asked but not yet submitted when the driver died is dropped (not counted) on resume.
+    running = {n for n, t in before.items() if t.state == "RUNNING" and t.job_id}
+    assert not watched.driven and watched.state == "RUNNING"
+    with pytest.raises(Exception, match="no process drives it"):
+        watched.wait(timeout=1)
+    watched.resume().wait(timeout=90)
+    after = {t.number: t for t in watched.snapshot().trials}
+    assert watched.state == "SUCCEEDED" and len(after) == 8
+    assert all(t.state == "COMPLETE" for t in after.values())
+    for number, t in before.items():
+        if t.state == "COMPLETE":
+            assert (after[number].value, after[number].params, after[number].job_id) == (t.value, t.params, t.job_id)
+    for number in running:  # re-attached: the same Slurm job, which ran on, and its full result
+        assert after[number].job_id == before[number].job_id and after[number].step == 4
+
+
+def test_a_vertex_hyperparameter_tuning_job_runs_and_goes_back_out_unchanged(cluster):
+    resource = {
+        "displayName": "vertex-sweep", "maxTrialCount": 3, "parallelTrialCount": 2, "maxFailedTrialCount": 1,
+        "studySpec": {
+            "metrics": [{"metricId": "val_loss", "goal": "MINIMIZE"}],
+            "parameters": [{"parameterId": "batch", "discreteValueSpec": {"values": [16, 32, 64]}},
+                           {"parameterId": "depth", "integerValueSpec": {"minValue": "2", "maxValue": "6"}}],
+            "algorithm": "RANDOM_SEARCH", "measurementSelectionType": "BEST_MEASUREMENT"},
+        "trialJobSpec": {"workerPoolSpecs": [{
+            "machineSpec": {"machineType": "n2-standard-8"}, "replicaCount": 1,
+            "containerSpec": {"imageUri": "gcr.io/p/objective:1", "command": [sys.executable, str(
+                Path(__file__).with_name("objective.py"))], "args": ["--steps=2"]}}]},
+    }
+    study = api.create_study(cluster, json.dumps(resource)).wait(timeout=60)
+    assert study.name == "vertex-sweep" and study.state == "SUCCEEDED"
+    for t in study.snapshot().trials:
+        assert t.params["batch"] in (16.0, 32.0, 64.0) and 2 <= t.params["depth"] <= 6
+        assert f"--batch={int(t.params['batch'])}" in args_of(t)["flags"]
+        assert t.value == min(v for _, v in t.curve)  # BEST_MEASUREMENT
+    out = study.to_vertex()
+    assert out["studySpec"] == {**resource["studySpec"], "parameters": [
+        {"parameterId": "batch", "discreteValueSpec": {"values": [16.0, 32.0, 64.0]}, "conditionalParameterSpecs": []},
+        {"parameterId": "depth", "integerValueSpec": {"minValue": 2, "maxValue": 6}, "conditionalParameterSpecs": []}]}
+    assert {k: v for k, v in out.items() if k != "studySpec"} == {k: v for k, v in resource.items() if k != "studySpec"}
+
+
+def test_a_bad_spec_starts_nothing(cluster):
+    before = len(api.list_studies())
+    with pytest.raises(SpecErrors, match="parameters.x.double"):
+        api.create_study(cluster, short_spec("{x: {double: [1, 0]}}", trials=2))
+    assert len(api.list_studies()) == before

@@ -208,7 +208,14 @@ class LocalBackend(Backend):
         if running & set(wanted) and restart_controller:
             # Nodes that stayed up re-read slurm.conf and learn the new node list.
             self._wait_controller(runtime)
+            logs = [root / "log" / f"slurmd-{n}.log" for n in sorted(running & set(wanted))]
+            sizes = [_size(p) for p in logs]
             self.commands(runtime).reconfigure()
+            # scontrol returns before each slurmd has reloaded (a step launched meanwhile can
+            # lose its output): wait until every slurmd has logged its reload and gone quiet.
+            _wait_for(lambda: all(_size(p) > s for p, s in zip(logs, sizes)), 10, lambda: ClusterStartError(
+                "a node did not reload its configuration within 10 s:\n" + _tail(logs[0])))
+            _wait_quiet(logs)
         self._wait_ready(spec, runtime, progress)
 
     def _write_config(self, spec: ClusterSpec, runtime: dict[str, Any]) -> None:
@@ -394,6 +401,25 @@ def _wait_for(check, timeout: float, error) -> None:
             raise error()
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _wait_quiet(paths: list[Path], quiet: float = 0.3, timeout: float = 5.0) -> None:
+    """Wait until none of ``paths`` has grown for ``quiet`` seconds (at most ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    last = [_size(p) for p in paths]
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = [_size(p) for p in paths]
+        if now == last:
+            return
+        last = now
 
 
 def _tail(path: Path, lines: int = 8) -> str:

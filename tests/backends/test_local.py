@@ -89,8 +89,9 @@ def test_a_second_cluster_with_the_same_name_is_refused_and_the_first_is_untouch
 
 def test_scale_up_and_down_keeps_a_job_on_a_surviving_node(cluster3):
     job = submit_sleep("three", "gpu-0")
+    # RUNNING in Slurm comes a moment before the batch script has started its sleep.
+    wait_for(lambda: _job_processes("sleep 300"), what="the job's sleep to start")
     pids_before = _job_processes("sleep 300")
-    assert pids_before
 
     cluster = api.scale_cluster("three", "gpu", 4)
     assert [n.name for n in cluster.nodes] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
@@ -141,8 +142,8 @@ def test_two_clusters_run_side_by_side_and_delete_leaves_nothing(cluster3):
     root = Path(runtime["dir"])
     daemons = _cluster_processes(root)
     assert len(daemons) >= 4  # munged, slurmctld, 2 x slurmd (each with its wrapper and tini)
+    wait_for(lambda: _job_processes("sleep 302"), what="the job's sleep to start")
     job_pids = _job_processes("sleep 302")
-    assert job_pids
     ports = [runtime["controller_port"], *runtime["node_ports"].values()]
 
     api.delete_cluster("side")

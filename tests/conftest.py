@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -55,6 +56,16 @@ def cluster3(slurm_available):
     cluster = api.create_cluster(small_gpu_spec("three", nodes=3))
     yield cluster
     api.delete_cluster(cluster.name)
+
+
+def sleep_until(condition, timeout: float = 60) -> bool:
+    """Wait, as an idle kernel would, until ``condition()`` holds; False after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def slurm(cluster_name: str, *argv: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:

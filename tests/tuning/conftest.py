@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -37,10 +36,3 @@ def trial_script(*flags: str, env: dict[str, str] | None = None) -> str:
             f"{shlex.quote(sys.executable)} {shlex.quote(str(OBJECTIVE))} {extra} \"$@\"\n")
 
 
-def sleep_until(condition, timeout: float = 60) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True

@@ -13,7 +13,8 @@ import pytest
 from IPython.core.error import UsageError
 
 from jupyter_gtc import api
-from tests.tuning.conftest import sleep_until, trial_script
+from tests.conftest import sleep_until
+from tests.tuning.conftest import trial_script
 
 pytestmark = pytest.mark.slurm
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

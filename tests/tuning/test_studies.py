@@ -18,7 +18,8 @@ import pytest
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import SpecErrors, StudyExists
 from jupyter_gtc.spec.study import format_flag
-from tests.tuning.conftest import sleep_until, trial_script
+from tests.conftest import sleep_until
+from tests.tuning.conftest import trial_script
 
 pytestmark = pytest.mark.slurm
 

@@ -3,11 +3,10 @@ an idle kernel would: every change the panel shows arrives from the cluster's po
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
-from tests.conftest import small_gpu_spec
+from tests.conftest import sleep_until, small_gpu_spec
 
 pytestmark = pytest.mark.slurm
 CLUSTER = "jobpanel"
@@ -22,13 +21,6 @@ def cluster(slurm_available):
     api.delete_cluster(CLUSTER)
 
 
-def sleep_until(condition, timeout: float = 60) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def test_panel_follows_a_job_to_completed_with_its_log(cluster):

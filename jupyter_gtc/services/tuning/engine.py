@@ -123,27 +123,27 @@ def grid_size(spec: TuningSpec) -> int:
 def suggest(trial, spec: TuningSpec) -> dict[str, Any]:
     """The trial's hyperparameters: each top-level parameter, then the children its value
     switches on, depth first. Returns what the trial gets (reverse-log values unmirrored)."""
-    values: dict[str, Any] = {}
-
-    def visit(p: ParameterSpec) -> None:
-        value = _decode(p, _suggest_one(trial, p))
-        values[p.parameter_id] = value
-        for child in p.active_children(value):
-            visit(child)
-
-    for p in spec.study_spec.parameters:
-        visit(p)
-    return values
+    return _walk(spec, lambda p: _suggest_one(trial, p))
 
 
 def decode(params: dict[str, Any], spec: TuningSpec) -> dict[str, Any]:
     """What a trial got, from Optuna's record of its parameters (in the spec's order)."""
+    return _walk(spec, lambda p: params.get(p.parameter_id, _MISSING))
+
+
+_MISSING = object()
+
+
+def _walk(spec: TuningSpec, raw_value) -> dict[str, Any]:
+    """Visit the parameters depth first, following only the children each value switches
+    on; ``raw_value(p)`` gives a parameter's value as Optuna holds it (or ``_MISSING``)."""
     values: dict[str, Any] = {}
 
     def visit(p: ParameterSpec) -> None:
-        if p.parameter_id not in params:
+        raw = raw_value(p)
+        if raw is _MISSING:
             return
-        value = _decode(p, params[p.parameter_id])
+        value = _decode(p, raw)
         values[p.parameter_id] = value
         for child in p.active_children(value):
             visit(child)

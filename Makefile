@@ -32,6 +32,7 @@ bench: setup
 	$(PY) bench/submit_latency.py
 	$(PY) bench/poller_load.py
 	$(PY) bench/metrics_tail.py
+	$(PY) bench/recipe_overhead.py
 
 clean:
 	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

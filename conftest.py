@@ -27,3 +27,20 @@ def pytest_unconfigure(config):
     for cluster in api.list_clusters(with_status=False):
         api.delete_cluster(cluster.name)
     shutil.rmtree(home, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The recipe notebooks hand their models on (pretraining -> continued pretraining ->
+    SFT -> RL): run them in the catalogue's order, not the alphabet's, keeping each
+    notebook's cells in order."""
+    from jupyter_gtc.recipes.catalogue import RECIPES
+
+    order = list(dict.fromkeys(r.notebook for r in RECIPES.values()))
+
+    def rank(item) -> int:
+        path = item.path
+        if path.parent.name == "recipes" and path.name in order:
+            return order.index(path.name)
+        return -1  # everything else first, as collected
+
+    items.sort(key=rank)

@@ -246,3 +246,30 @@ def resume_study(name: str) -> Study:
 
 __all__ += ["TuningSpec", "parse_tuning_spec", "load_tuning_spec", "Study", "StudySnapshot", "TrialView",
             "create_study", "get_study", "list_studies", "stop_study", "resume_study"]
+
+
+# -- recipes ---------------------------------------------------------------------------
+from .recipes.catalogue import RECIPES, Recipe, get_recipe  # noqa: E402  (pure: no torch)
+from .services import recipes as _recipes  # noqa: E402
+
+
+def list_recipes() -> list[Recipe]:
+    """The recipe catalogue: pretraining, continued pretraining, SFT and RL."""
+    return list(RECIPES.values())
+
+
+def run_recipe(name: str, cluster: str, config: str = "tiny", *, nodes: int | None = None,
+               init_from: str | None = None, args: list[str] | None = None) -> Job:
+    """Submit recipe ``name`` in size ``config`` as a multi-node ``srun torchrun`` job named
+    after the recipe. A recipe that starts from another's model takes the newest finished
+    one unless ``init_from`` names a folder, a job id or a recipe; ``args`` add flags."""
+    return _recipes.run_recipe(_jobs(), name, cluster, config, nodes=nodes, init_from=init_from, args=args)
+
+
+def recipe_output(ref: str, cluster: str | None = None) -> Path:
+    """The model folder (``from_pretrained`` loads it) of job ``ref`` or of recipe ``ref``'s
+    newest finished run; the next recipe's ``--init-from``."""
+    return _recipes.recipe_output(_jobs(), ref, cluster)
+
+
+__all__ += ["Recipe", "get_recipe", "list_recipes", "run_recipe", "recipe_output"]

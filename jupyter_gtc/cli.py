@@ -109,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
         p_.set_defaults(func=_job_cancel if verb == "cancel" else _job_requeue)
 
     _add_study_verbs(verbs)
+    _add_recipe_verbs(verbs)
 
     doctor = verbs.add_parser("doctor", help="what is installed or missing, and how to fix it")
     doctor.set_defaults(func=_doctor)
@@ -293,6 +294,63 @@ def _age(created_at: float) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+# -- recipes ---------------------------------------------------------------------------------
+
+
+def _add_recipe_verbs(verbs) -> None:
+    recipe = verbs.add_parser("recipe", help="the recipe catalogue: pretraining, continued pretraining, SFT, RL")
+    rv = recipe.add_subparsers(title="recipe commands", metavar="VERB")
+    rlist = rv.add_parser("list", help="every recipe with its configs, machines and run times")
+    rlist.set_defaults(func=_recipe_list)
+    show = rv.add_parser("show", help="a recipe's configs and the sbatch script it submits")
+    show.add_argument("name")
+    show.add_argument("--config", default="tiny")
+    show.set_defaults(func=_recipe_show)
+    run = rv.add_parser(
+        "run", help="submit a recipe as a multi-node srun torchrun job; flags it does not know go to the "
+        "recipe's program (e.g. --steps 300)")
+    run.add_argument("name")
+    run.add_argument("--cluster", help="the cluster (default: the only one)")
+    run.add_argument("--config", default="tiny", help="the recipe's size (see `gtc recipe list`)")
+    run.add_argument("--nodes", type=int, help="nodes (default: the config's)")
+    run.add_argument("--init-from", dest="init_from",
+                     help="a model folder, job id or recipe to start from (default: the newest run of the "
+                          "recipe this one consumes)")
+    run.add_argument("--wait", action="store_true", help="wait for the job and print its output")
+    run.set_defaults(func=_recipe_run, passes_options_on=True)
+
+
+def _recipe_list(args) -> None:
+    from rich.table import Table
+    table = Table("recipe", "config", "nodes", "machine", "run time", "starts from", "notebook", box=None)
+    for recipe in api.list_recipes():
+        for config in recipe.configs.values():
+            table.add_row(recipe.name, config.name, str(config.nodes), config.machine, config.runtime,
+                          recipe.consumes or "random init", f"notebooks/recipes/{recipe.notebook}")
+    _console().print(table)
+
+
+def _recipe_show(args) -> None:
+    from .recipes.catalogue import recipe_args, render_sbatch
+    recipe = api.get_recipe(args.name)
+    config = recipe.config(args.config)
+    print(f"# {recipe.title}: {recipe.summary}")
+    print(f"# program flags: {' '.join(recipe_args(recipe, config, '<init-from>' if recipe.consumes else None, []))}")
+    print(render_sbatch(recipe, config), end="")
+
+
+def _recipe_run(args) -> None:
+    job = api.run_recipe(args.name, api.resolve_cluster(args.cluster), args.config, nodes=args.nodes,
+                         init_from=args.init_from, args=args.extra)
+    print(f"submitted {args.name} ({args.config}) as job {job.id} to {job.cluster}; output in {job.job_dir}")
+    if args.wait:
+        job.wait()
+        sys.stdout.write(job.logs())
+        print(f"job {job.id} {job.state} (exit code {job.exit_code}); model in {job.model_dir}")
+        if job.state != "COMPLETED":
+            raise GtcError(f"job {job.id} ended {job.state}")
 
 
 # -- studies ---------------------------------------------------------------------------------

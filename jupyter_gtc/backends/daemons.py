@@ -6,6 +6,11 @@ makes the kernel kill everything else in the namespace. So stopping a node also 
 every job process it started, with no orphan, which a plain kill of slurmd does not do
 (slurmstepd ignores SIGTERM and outlives it).
 
+A node's daemon starts through node_init.sh, which can give the namespace its own
+/etc/hosts (a bind mount) and hostname first. The mount namespace is private
+(``--propagation=private``, unshare's default, spelled out because correctness depends on
+it): the bind mount never reaches the machine's own /etc/hosts.
+
 We hold the PID of the ``unshare`` process, with its start time so a recycled PID is
 never mistaken for ours, in ``<run_dir>/<label>.json``.
 """
@@ -21,19 +26,19 @@ import psutil
 
 from .. import _process
 
-WRAPPER = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc"]
-SET_HOSTNAME = Path(__file__).with_name("set_hostname.sh")
+WRAPPER = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc", "--propagation=private"]
+NODE_INIT = Path(__file__).with_name("node_init.sh")
 
 
 def start(label: str, argv: list[str], run_dir: Path, log_file: Path, env: dict[str, str],
-          prefix: list[str] | None = None, hostname: str | None = None) -> int:
-    """Start ``argv`` as ``label``. ``prefix`` runs it elsewhere (``ip netns exec NS``);
-    ``hostname`` gives it a UTS namespace of its own with that name."""
-    wrapped = [*(prefix or []), *WRAPPER]
-    if hostname:
-        wrapped += ["--uts", "tini", "--", "sh", str(SET_HOSTNAME), hostname]
-    else:
-        wrapped += ["tini", "--"]
+          prefix: list[str] | None = None, hostname: str | None = None, hosts_file: Path | None = None) -> int:
+    """Start ``argv`` as ``label``. ``prefix`` runs it elsewhere (``nsenter --net=...``);
+    ``hostname`` gives it a UTS namespace of its own with that name; ``hosts_file`` is
+    what it and its children see as /etc/hosts."""
+    wrapped = [*(prefix or []), *WRAPPER, *(["--uts"] if hostname else []), "tini", "--"]
+    init = [*(["--hosts", str(hosts_file)] if hosts_file else []), *(["--hostname", hostname] if hostname else [])]
+    if init:
+        wrapped += ["sh", str(NODE_INIT), *init, "--"]
     pid = _process.start_daemon([*wrapped, *argv], log_file=log_file, env=env)
     started = psutil.Process(pid).create_time()
     (run_dir / f"{label}.json").write_text(json.dumps({"pid": pid, "started": started, "argv": argv}))

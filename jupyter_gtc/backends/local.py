@@ -2,7 +2,8 @@
 
 One munged, one slurmctld and one slurmd per node, all under ``<GTC_HOME>/clusters/<name>/``:
 
-    etc/        slurm.conf, gres.conf, prolog/epilog chains and the spec's scripts
+    etc/        slurm.conf, gres.conf, prolog/epilog chains and the spec's scripts, and the
+                nodes' /etc/hosts, which names every node (see hosts.py)
     munge/      the cluster's key (its socket lives in /run/jupyter_gtc/<hash>/, see below)
     run/        our PID files (see daemons.py)      state/  slurmctld's saved state
     spool/<n>/  each slurmd's spool                 log/    every daemon's log
@@ -31,7 +32,7 @@ from ..slurm.render import (
     render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool
-from . import daemons, netns
+from . import daemons, hosts, netns
 from .base import Backend, ClusterStatus, Progress
 
 # Program -> Debian package that provides it.
@@ -195,16 +196,18 @@ class LocalBackend(Backend):
             progress("starting slurmctld")
             daemons.start("slurmctld", ["slurmctld", "-D", "-i"], run, root / "log" / "slurmctld.out", env)
         to_start = [n for n in wanted if n not in running]
+        hosts_file = root / "etc" / "hosts"  # written by _write_config; each node sees it as /etc/hosts
         for i, name in enumerate(to_start, 1):
             progress(f"starting slurmd {i}/{len(to_start)}: {name}")
             (root / "spool" / name).mkdir(parents=True, exist_ok=True)
             argv, log = ["slurmd", "-D", "-N", name], root / "log" / f"slurmd-{name}.out"
             if net is None:
-                daemons.start(f"slurmd-{name}", argv, run, log, env)
+                daemons.start(f"slurmd-{name}", argv, run, log, env, hosts_file=hosts_file)
                 continue
             if not netns.node_exists(net, name):
                 netns.add_node(net, name, slots[name])
-            daemons.start(f"slurmd-{name}", argv, run, log, env, prefix=netns.exec_prefix(net, name), hostname=name)
+            daemons.start(f"slurmd-{name}", argv, run, log, env, prefix=netns.exec_prefix(net, name), hostname=name,
+                          hosts_file=hosts_file)
         if running & set(wanted) and restart_controller:
             # Nodes that stayed up re-read slurm.conf and learn the new node list.
             self._wait_controller(runtime)
@@ -239,6 +242,8 @@ class LocalBackend(Backend):
             partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog)
         _atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
         _atomic_write(etc / "gres.conf", render_gres_conf(layout))
+        # In place, not _atomic_write: running nodes have this very file mounted as /etc/hosts.
+        hosts.write_hosts(etc / "hosts", spec.name, [(n.name, n.addr) for n in nodes])
         _atomic_write(etc / "task_prolog.sh", render_task_prolog(etc / "slurm.conf"))
         (etc / "task_prolog.sh").chmod(0o755)
 

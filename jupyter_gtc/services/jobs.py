@@ -108,6 +108,16 @@ class Job:
         """An incremental reader of the log: each ``read_new()`` returns only what was added."""
         return LogFollower(self.log_path)
 
+    @property
+    def model_dir(self) -> Path:
+        """``AIP_MODEL_DIR``: where the job saves its final model."""
+        return self.job_dir / "model"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """``AIP_CHECKPOINT_DIR``: the job's checkpoints, which a requeued job resumes from."""
+        return self.job_dir / "checkpoints"
+
     # -- metrics ---------------------------------------------------------------------
 
     @property
@@ -139,12 +149,13 @@ class Job:
         tail.refresh()
         return progress.from_scalars(tail.all()) or progress.from_log(self.logs(tail=5))
 
-    def plot(self):
-        """A live plot of the job's scalars (one line per tag) that grows while it trains.
+    def plot(self, tags: list[str] | None = None):
+        """A live plot of the job's scalars (one line per tag) that grows while it trains;
+        only ``tags`` when given (a name ending in "/" takes every tag under it, "perf/").
         Drawn by the notebook front end: ``%load_ext jupyter_gtc`` first."""
         if _plotter is None:
             raise GtcError("job.plot() draws in a notebook: run `%load_ext jupyter_gtc` first")
-        return _plotter(self)
+        return _plotter(self, tags)
 
     def cancel(self) -> "Job":
         self._service.cancel(self)

@@ -11,11 +11,17 @@ from ..metrics.progress import TOTAL_STEPS_TAG
 from .plot import LivePlot
 
 
-def plot_job(job: api.Job) -> LivePlot:
+def plot_job(job: api.Job, tags: list[str] | None = None) -> LivePlot:
     plot = LivePlot(title=f"job {job.id} {job.name}")
     metrics = job.metrics_feed
-    # The total-steps scalar drives the progress bar; as a line it would be one lonely point.
-    stop_metrics = metrics.subscribe(lambda new: plot.add([s for s in new if s.tag != TOTAL_STEPS_TAG]))
+
+    def wanted(tag: str) -> bool:
+        # The total-steps scalar drives the progress bar; as a line it would be one lonely point.
+        if tag == TOTAL_STEPS_TAG:
+            return False
+        return tags is None or any(tag == t or (t.endswith("/") and tag.startswith(t)) for t in tags)
+
+    stop_metrics = metrics.subscribe(lambda new: plot.add([s for s in new if wanted(s.tag)]))
     poller = api.job_poller(job.cluster)
     stop_ticks = None
 

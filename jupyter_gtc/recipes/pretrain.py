@@ -1,0 +1,151 @@
+"""Pretrain (or continue pretraining) a Llama or Gemma model from random initialisation.
+
+    srun torchrun --nnodes=$SLURM_NNODES --nproc-per-node=$GPUS --rdzv-backend=c10d \\
+        --rdzv-endpoint=$HEAD:29500 -m jupyter_gtc.recipes.pretrain --model llama --size tiny
+
+Writes checkpoints to AIP_CHECKPOINT_DIR (and resumes from the newest one when the job is
+requeued), scalars to AIP_TENSORBOARD_LOG_DIR and the final model to AIP_MODEL_DIR, where
+``AutoModelForCausalLM.from_pretrained`` loads it. ``--init-from`` starts from another run's
+weights with a fresh optimizer and schedule: continued pretraining.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import torch
+
+from . import data, models
+from .checkpoint import Checkpointer, export_model, hf_source, load_weights
+from .config import PretrainConfig, parse_args
+from .distributed import World, init_world, parallelize, train_dtype, unwrap
+from .metrics import TrainingMetrics
+
+
+def lr_at(step: int, config: PretrainConfig) -> float:
+    """Linear warmup, then cosine decay to ``min_lr_ratio * lr`` at the last step."""
+    if step <= config.warmup_steps:
+        return config.lr * step / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    floor = config.min_lr_ratio
+    return config.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def prepare_tokenizer(config: PretrainConfig, world: World, checkpoints: Checkpointer, texts: list[str]):
+    """The run's tokenizer, saved with the checkpoints so a resumed run and every rank use
+    the very same one: from --tokenizer, from --init-from's model, or trained on the corpus."""
+    folder = checkpoints.hf_folder
+    if world.is_main and not (folder / "tokenizer.json").exists():
+        if config.tokenizer:
+            tokenizer = data.load_tokenizer(config.tokenizer)
+        elif config.init_from:
+            tokenizer = data.load_tokenizer(hf_source(config.init_from))
+        else:
+            tokenizer = data.train_tokenizer(texts, config.vocab_size)
+        tokenizer.save_pretrained(folder)
+    world.barrier()
+    return data.load_tokenizer(folder)
+
+
+def build(config: PretrainConfig, tokenizer, world: World) -> torch.nn.Module:
+    if config.init_from:
+        from transformers import AutoConfig
+        model_config = AutoConfig.from_pretrained(hf_source(config.init_from))
+    else:
+        model_config = models.model_config(
+            config.model, config.size, len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(config.seed)  # every rank starts from the same weights
+    model = models.build_model(model_config)
+    if world.is_main:
+        model_config.save_pretrained(hf_folder_of(config))
+    return model
+
+
+def hf_folder_of(config: PretrainConfig):
+    return config.checkpoint_dir / "hf"
+
+
+def train(config: PretrainConfig) -> dict[str, float]:
+    world = init_world()
+    say = print if world.is_main else (lambda *a, **k: None)
+    checkpoints = Checkpointer(config.checkpoint_dir, world, keep=config.keep_checkpoints)
+    if world.is_main:
+        for folder in (config.checkpoint_dir, config.model_dir, config.log_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+    world.barrier()
+    checkpoints.clean_partial()
+
+    texts = data.load_texts(config.data)
+    tokenizer = prepare_tokenizer(config, world, checkpoints, texts)
+    batches = data.TokenBatches(data.encode_corpus(texts, tokenizer), config.seq_len, config.global_batch, config.seed)
+    model = build(config, tokenizer, world)
+    base = load_weights(model, config.init_from) if config.init_from else {}
+    shape = models.shape_of(model, config.seq_len)
+    dtype = train_dtype(config.dtype, world.device)
+    model = parallelize(model, world, config.parallel, dtype)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
+                                  betas=(0.9, 0.95), fused=world.device.type == "cuda")
+
+    start = 1
+    resume = checkpoints.latest()
+    if resume is not None:
+        state = checkpoints.load(resume, model, optimizer)
+        start = state["step"] + 1
+        say(f"resuming from {resume} (step {state['step']}, restart {os.environ.get('SLURM_RESTART_COUNT', 0)})")
+    elif config.init_from:
+        say(f"continuing from {config.init_from} (its step {base.get('step', '?')}, loss {base.get('loss', '?')})")
+    label = unwrap(model).config.model_type if config.init_from else f"{config.model}-{config.size}"
+    say(f"{label}: {shape.parameters / 1e6:.2f}M parameters, {len(batches.tokens)} tokens of "
+        f"{config.data}, world {world.size} on {world.device.type}, {dtype}, steps {start}..{config.steps}", flush=True)
+
+    metrics = TrainingMetrics(config.log_dir, shape, world.device, world.size, world.is_main, config.steps, start)
+    autocast = torch.autocast(world.device.type, dtype=dtype, enabled=dtype != torch.float32 and config.parallel == "ddp")
+    model.train()
+    values: dict[str, float] = {}
+    for step in range(start, config.steps + 1):
+        lr = lr_at(step, config)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        ids = torch.from_numpy(batches.batch(step, world.rank, world.size)).to(world.device)
+        with autocast:
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP
+            grad_norm = grad_norm.full_tensor()
+        values = metrics.step(step, loss=world.mean(loss), lr=lr, grad_norm=float(grad_norm),
+                              tokens=config.global_batch * config.seq_len)
+        if step % config.log_every == 0 or step == start:
+            say(f"step {step}/{config.steps} loss {values['train/loss']:.4f} lr {lr:.2e} "
+                f"grad_norm {values['train/grad_norm']:.3f} tokens/s {values['perf/tokens_per_s']:.0f}"
+                + (f" mfu {values['perf/mfu']:.1%}" if "perf/mfu" in values else ""), flush=True)
+        if step % config.checkpoint_every == 0 or step == config.steps:
+            checkpoints.save(step, model, optimizer, {"loss": values["train/loss"]})
+            metrics.restart_clock()
+
+    metrics.close()
+    recipe = {"recipe": "continued-pretrain" if config.init_from else "pretrain", "model": config.model,
+              "size": config.size, "data": config.data, "step": config.steps, "loss": values.get("train/loss"),
+              "init_from": config.init_from}
+    export_model(model, tokenizer, config.model_dir, world, recipe)
+    say(f"model saved to {config.model_dir}", flush=True)
+    world.close()
+    return values
+
+
+def main(argv: list[str] | None = None) -> None:
+    from ..exceptions import GtcError
+    try:
+        config = parse_args(argv, description=__doc__.split("\n\n")[0])
+    except GtcError as e:
+        sys.exit(f"error: {e}")
+    train(config)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The catalogue renders the standard multi-node torchrun job and refuses unknown names."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_gtc.exceptions import SpecErrors
+from jupyter_gtc.recipes.catalogue import RECIPES, get_recipe, recipe_args, render_sbatch
+
+
+def test_the_script_is_srun_torchrun_meeting_at_the_first_node_with_flags_as_arguments():
+    recipe = get_recipe("llama-pretrain")
+    script = render_sbatch(recipe, recipe.config("8b"))
+    assert "#SBATCH --nodes=4\n" in script and "#SBATCH --gpus-per-node=8\n" in script
+    assert "#SBATCH --requeue\n" in script
+    assert 'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)' in script
+    assert "--nproc-per-node=8" in script and '--rdzv-endpoint="$head:$port"' in script
+    assert script.rstrip().endswith('-m jupyter_gtc.recipes.pretrain "$@"')
+    tiny = render_sbatch(recipe, recipe.config("tiny"), nodes=2)
+    assert "#SBATCH --nodes=2\n" in tiny and "--gpus-per-node" not in tiny and "--nproc-per-node=1" in tiny
+
+
+def test_flags_come_from_the_recipe_the_config_then_the_user():
+    sft = get_recipe("sft")
+    assert recipe_args(sft, sft.config("tiny-lora"), "/m o'del", ["--max-steps", "5"]) == [
+        "--lora", "--init-from", "/m o'del", "--max-steps", "5"]
+    assert recipe_args(get_recipe("gemma-pretrain"), get_recipe("gemma-pretrain").config("tiny"), None, []) == [
+        "--model", "gemma", "--size", "tiny"]
+
+
+def test_every_recipe_has_a_tiny_config_a_notebook_and_an_existing_source():
+    for recipe in RECIPES.values():
+        assert "tiny" in recipe.configs, recipe.name
+        assert recipe.consumes is None or recipe.consumes in RECIPES
+    chain = [get_recipe("grpo").consumes, get_recipe("sft").consumes, get_recipe("continued-pretrain").consumes]
+    assert chain == ["sft", "continued-pretrain", "llama-pretrain"]
+
+
+def test_unknown_names_say_what_exists():
+    with pytest.raises(SpecErrors, match="recipe: 'llama' is not valid; one of llama-pretrain, gemma-pretrain"):
+        get_recipe("llama")
+    with pytest.raises(SpecErrors, match="config: '70b' is not valid; for llama-pretrain: one of tiny, 1b, 8b"):
+        get_recipe("llama-pretrain").config("70b")

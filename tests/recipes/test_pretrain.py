@@ -1,0 +1,115 @@
+"""The pretraining program run as a user runs it by hand (no Slurm): it trains, exports a
+model transformers loads, resumes exactly from a checkpoint, and refuses bad flags clearly."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jupyter_gtc.recipes import data
+
+STEP_LINE = re.compile(r"^step (\d+)/\d+ loss ([0-9.]+)", re.M)
+
+
+def pretrain(out: Path, *flags: str, launcher: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIP_")}
+    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    argv = [*(launcher or (sys.executable,)), "-m", "jupyter_gtc.recipes.pretrain", "--output-dir", str(out),
+            "--log-every", "1", *flags]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
+
+
+def losses(output: str) -> dict[int, float]:
+    return {int(step): float(loss) for step, loss in STEP_LINE.findall(output)}
+
+
+@pytest.fixture(scope="module")
+def run20(tmp_path_factory):
+    """20 steps from random initialisation, a checkpoint every 10."""
+    out = tmp_path_factory.mktemp("pretrain")
+    done = pretrain(out, "--steps", "20", "--checkpoint-every", "10")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, losses(done.stdout)
+
+
+def test_loss_falls_and_the_model_loads_with_from_pretrained(run20):
+    out, loss = run20
+    assert sorted(loss) == list(range(1, 21))
+    assert loss[1] == pytest.approx(np.log(1024), abs=0.1)  # random initialisation over 1,024 tokens
+    assert loss[20] < loss[1] - 0.5
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(out / "model")
+    tokenizer = AutoTokenizer.from_pretrained(out / "model")
+    ids = tokenizer("The with statement", return_tensors="pt").input_ids
+    assert model(input_ids=ids, labels=ids).loss.item() < loss[1]
+    assert json.loads((out / "model" / "recipe.json").read_text())["step"] == 20
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["hf", "step-00000010", "step-00000020"]
+
+
+def test_a_resumed_run_repeats_the_uninterrupted_losses(run20, tmp_path):
+    out, uninterrupted = run20
+    resumed = tmp_path / "resumed"
+    (resumed / "checkpoints").mkdir(parents=True)
+    for name in ("hf", "step-00000010"):  # as if killed after the checkpoint at step 10
+        subprocess.run(["cp", "-r", str(out / "checkpoints" / name), str(resumed / "checkpoints")], check=True)
+    (resumed / "checkpoints" / "step-00000015.partial").mkdir()  # a save the kill interrupted
+    done = pretrain(resumed, "--steps", "20", "--checkpoint-every", "10")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming from" in done.stdout and "(step 10," in done.stdout
+    again = losses(done.stdout)
+    assert sorted(again) == list(range(11, 21))
+    assert again == {s: uninterrupted[s] for s in range(11, 21)}
+    assert not (resumed / "checkpoints" / "step-00000015.partial").exists()
+
+
+def test_two_processes_train_exactly_like_one_with_the_same_global_batch(run20, tmp_path):
+    out, one = run20
+    torchrun = (sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2")
+    done = pretrain(tmp_path, "--steps", "5", "--checkpoint-every", "5", launcher=torchrun)
+    assert done.returncode == 0, done.stderr[-3000:]
+    two = losses(done.stdout)
+    assert two == pytest.approx({s: one[s] for s in range(1, 6)}, abs=1e-3)
+
+
+def test_continued_pretraining_starts_from_the_weights_not_from_scratch(run20, tmp_path):
+    out, base = run20
+    done = pretrain(tmp_path, "--init-from", str(out / "model"), "--data", "stdlib-docstrings", "--steps", "3",
+                    "--lr", "1e-4", "--warmup-steps", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert losses(done.stdout)[1] < base[1] - 0.5
+
+
+def test_bad_flags_name_the_field_the_value_and_what_is_valid(tmp_path):
+    done = pretrain(tmp_path, "--size", "70b")
+    assert done.returncode != 0
+    assert "size: '70b' is not valid; for llama: one of tiny, 1b, 8b" in done.stderr
+    done = pretrain(tmp_path, "--init-from", str(tmp_path / "nowhere"), "--lr", "0")
+    assert "init_from:" in done.stderr and "lr: 0.0 is not valid" in done.stderr
+    assert not (tmp_path / "checkpoints").exists()  # nothing half-made
+
+
+def test_each_rank_gets_its_slice_of_the_same_global_batch():
+    batches = data.TokenBatches(np.arange(10_000), seq_len=16, global_batch=8, seed=3)
+    whole = batches.batch(7)
+    halves = np.concatenate([batches.batch(7, rank, 2) for rank in range(2)])
+    assert (whole == halves).all() and whole.shape == (8, 16)
+    assert not (batches.batch(8) == whole).all()
+    with pytest.raises(Exception, match="global_batch: 8 is not valid; a multiple of the world size 3"):
+        batches.batch(7, 0, 3)
+
+
+def test_corpora_load_from_files_and_jsonl(tmp_path):
+    (tmp_path / "a.txt").write_text("plain text")
+    (tmp_path / "b.jsonl").write_text('{"text": "one"}\n{"text": "two"}\n')
+    assert data.load_texts(str(tmp_path)) == ["plain text", "one", "two"]
+    assert len(data.load_texts("stdlib-docstrings")) > 500
+    with pytest.raises(Exception, match="data: 'nowhere.txt' is not valid"):
+        data.load_texts("nowhere.txt")

@@ -1,0 +1,71 @@
+"""Recipes as jobs on the real local cluster: the multi-node torchrun pattern, the same
+loss curve on two nodes as on one, and a requeued job resuming from its checkpoint."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from tests.conftest import sleep_until
+
+SPEC = {
+    "display_name": "rcp",
+    "node_pools": [{"id": "cpu", "machine_spec": {"machine_type": "n2-standard-8"},
+                    "scaling_spec": {"min_node_count": 2, "max_node_count": 2}}],
+    "orchestrator_spec": {"slurm_spec": {"partitions": [{"id": "cpu", "node_pool_ids": ["cpu"]}]}},
+    "local": {"resource_scale": 0.25},
+}
+STEP_LINE = re.compile(r"^step (\d+)/\d+ loss ([0-9.]+)", re.M)
+
+
+@pytest.fixture(scope="module")
+def cluster(slurm_available):
+    from jupyter_gtc import api
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    made = api.create_cluster(SPEC)
+    yield made.name
+    api.delete_cluster(made.name)
+
+
+def losses(job) -> dict[int, float]:
+    return {int(s): float(v) for s, v in STEP_LINE.findall(job.logs())}
+
+
+def test_two_nodes_give_the_loss_curve_of_one_node_with_the_same_global_batch(cluster):
+    from jupyter_gtc import api
+
+    flags = ["--steps", "6", "--log-every", "1", "--checkpoint-every", "6"]
+    two = api.run_recipe("llama-pretrain", cluster, nodes=2, args=flags).wait(300)
+    one = api.run_recipe("llama-pretrain", cluster, nodes=1, args=flags).wait(300)
+    assert (two.state, one.state) == ("COMPLETED", "COMPLETED"), two.logs() + one.logs()
+    assert "world 2 on cpu" in two.logs() and "world 1 on cpu" in one.logs()
+    assert sorted(losses(two)) == list(range(1, 7))
+    assert losses(two) == pytest.approx(losses(one), abs=1e-3)
+    assert api.recipe_output("llama-pretrain", cluster) == one.model_dir
+
+
+def test_a_requeued_job_resumes_from_its_newest_checkpoint(cluster):
+    from jupyter_gtc import api
+
+    job = api.run_recipe("llama-pretrain", cluster, args=["--steps", "150", "--checkpoint-every", "10",
+                                                        "--log-every", "1"])
+    assert sleep_until(lambda: (job.checkpoint_dir / "step-00000010").is_dir(), 240), job.logs()
+    job.requeue()
+    job.wait(600)
+    assert job.state == "COMPLETED", job.logs()
+    log = job.logs()  # the requeued run's output
+    resumed = re.search(r"resuming from \S+ \(step (\d+), restart 1\)", log)
+    assert resumed, log[-2000:]
+    steps = sorted(losses(job))
+    assert steps[0] == int(resumed.group(1)) + 1 and steps[-1] == 150
+
+
+def test_a_recipe_that_needs_a_model_says_which_run_to_do_first(cluster):
+    from jupyter_gtc import api
+    from jupyter_gtc.services.recipes import RecipeOutputMissing
+
+    with pytest.raises(RecipeOutputMissing, match="no run of 'sft' on rcp has finished a model yet; run it first"):
+        api.run_recipe("grpo", cluster)

@@ -22,7 +22,7 @@ class RecipeConfig:
     nodes: int = 1
     gpus_per_node: int = 0  # 0: CPU, one process per node
     machine: str = "any CPU node"
-    runtime: str = ""  # rough wall time on ``machine``
+    runtime: str = ""  # wall time on ``machine``: measured for tiny, estimated at 40% MFU ("est.") above
 
     @property
     def procs_per_node(self) -> int:
@@ -61,13 +61,13 @@ H100_NODE = "a3-highgpu-8g (8 x H100)"
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("llama-pretrain", "Llama pretraining", "jupyter_gtc.recipes.pretrain", "llama_pretrain.ipynb",
            "A Llama-architecture causal LM from random initialisation, FSDP2 over every GPU of every node.",
-           _pretrain_configs("llama", [("1b", 1, H100_NODE, "~2 h for 2,000 steps x 131k tokens"),
-                                       ("8b", 4, H200_NODE, "~6 h for 2,000 steps x 524k tokens")]),
+           _pretrain_configs("llama", [("1b", 1, H100_NODE, "~10 min est. (262M tokens)"),
+                                       ("8b", 4, H200_NODE, "~1 h est. (1B tokens)")]),
            base_args=("--model", "llama")),
     Recipe("gemma-pretrain", "Gemma pretraining", "jupyter_gtc.recipes.pretrain", "gemma_pretrain.ipynb",
            "A Gemma 3 architecture model, same trainer and data as Llama's.",
-           _pretrain_configs("gemma", [("1b", 1, H100_NODE, "~2 h for 2,000 steps x 131k tokens"),
-                                       ("4b", 2, H200_NODE, "~5 h for 2,000 steps x 262k tokens")]),
+           _pretrain_configs("gemma", [("1b", 1, H100_NODE, "~10 min est. (262M tokens)"),
+                                       ("4b", 2, H200_NODE, "~30 min est. (524M tokens)")]),
            base_args=("--model", "gemma")),
     Recipe("continued-pretrain", "Continued pretraining", "jupyter_gtc.recipes.pretrain",
            "continued_pretrain.ipynb",
@@ -75,24 +75,24 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
            {"tiny": RecipeConfig("tiny", ("--steps", "100", "--lr", "1e-3", "--warmup-steps", "5"),
                                  runtime="~25 s on 2 CPU cores"),
             "1b": RecipeConfig("1b", ("--size", "1b", "--steps", "1000", "--lr", "1e-4"), gpus_per_node=8,
-                               machine=H100_NODE, runtime="~1 h")},
+                               machine=H100_NODE, runtime="~5 min est. (131M tokens)")},
            base_args=("--data", "stdlib-docstrings"), consumes="llama-pretrain"),
     Recipe("sft", "Supervised fine-tuning", "jupyter_gtc.recipes.sft", "sft.ipynb",
            "Instruction tuning with TRL's SFTTrainer on generated conversations: full, or LoRA with peft.",
            {"tiny": RecipeConfig("tiny", (), runtime="~30 s on 2 CPU cores"),
             "tiny-lora": RecipeConfig("tiny-lora", ("--lora",), runtime="~30 s on 2 CPU cores"),
             "1b-lora": RecipeConfig("1b-lora", ("--lora", "--max-steps", "1000"), gpus_per_node=8,
-                                    machine=H100_NODE, runtime="~30 min")},
+                                    machine=H100_NODE, runtime="~10 min est.")},
            consumes="continued-pretrain"),
     Recipe("grpo", "RL with GRPO", "jupyter_gtc.recipes.rl", "rl.ipynb",
            "Group-relative policy optimisation with a rule-based reward on arithmetic answers.",
            {"tiny": RecipeConfig("tiny", (), runtime="~60 s on 2 CPU cores"),
-            "1b": RecipeConfig("1b", ("--max-steps", "500"), gpus_per_node=8, machine=H100_NODE, runtime="~1 h")},
+            "1b": RecipeConfig("1b", ("--max-steps", "500"), gpus_per_node=8, machine=H100_NODE, runtime="~1 h est.")},
            base_args=("--algorithm", "grpo"), consumes="sft"),
     Recipe("dpo", "Preference tuning with DPO", "jupyter_gtc.recipes.rl", "rl.ipynb",
            "Direct preference optimisation on generated (chosen, rejected) pairs.",
            {"tiny": RecipeConfig("tiny", (), runtime="~30 s on 2 CPU cores"),
-            "1b": RecipeConfig("1b", ("--max-steps", "500"), gpus_per_node=8, machine=H100_NODE, runtime="~30 min")},
+            "1b": RecipeConfig("1b", ("--max-steps", "500"), gpus_per_node=8, machine=H100_NODE, runtime="~15 min est.")},
            base_args=("--algorithm", "dpo"), consumes="sft"),
 ]}
 

@@ -49,7 +49,9 @@ def prepare_tokenizer(config: PretrainConfig, world: World, checkpoints: Checkpo
     return data.load_tokenizer(folder)
 
 
-def build(config: PretrainConfig, tokenizer, world: World) -> torch.nn.Module:
+def build(config: PretrainConfig, tokenizer, world: World, checkpoints: Checkpointer) -> torch.nn.Module:
+    """The model with random weights (every rank the same), its config saved beside the
+    tokenizer so the checkpoints describe themselves."""
     if config.init_from:
         from transformers import AutoConfig
         model_config = AutoConfig.from_pretrained(hf_source(config.init_from))
@@ -60,12 +62,8 @@ def build(config: PretrainConfig, tokenizer, world: World) -> torch.nn.Module:
     torch.manual_seed(config.seed)  # every rank starts from the same weights
     model = models.build_model(model_config)
     if world.is_main:
-        model_config.save_pretrained(hf_folder_of(config))
+        model_config.save_pretrained(checkpoints.hf_folder)
     return model
-
-
-def hf_folder_of(config: PretrainConfig):
-    return config.checkpoint_dir / "hf"
 
 
 def train(config: PretrainConfig) -> dict[str, float]:
@@ -81,7 +79,7 @@ def train(config: PretrainConfig) -> dict[str, float]:
     texts = data.load_texts(config.data)
     tokenizer = prepare_tokenizer(config, world, checkpoints, texts)
     batches = data.TokenBatches(data.encode_corpus(texts, tokenizer), config.seq_len, config.global_batch, config.seed)
-    model = build(config, tokenizer, world)
+    model = build(config, tokenizer, world, checkpoints)
     base = load_weights(model, config.init_from) if config.init_from else {}
     shape = models.shape_of(model, config.seq_len)
     dtype = train_dtype(config.dtype, world.device)

@@ -50,7 +50,7 @@ def test_two_nodes_give_the_loss_curve_of_one_node_with_the_same_global_batch(cl
 def test_a_requeued_job_resumes_from_its_newest_checkpoint(cluster):
     from jupyter_gtc import api
 
-    job = api.run_recipe("llama-pretrain", cluster, args=["--steps", "150", "--checkpoint-every", "10",
+    job = api.run_recipe("llama-pretrain", cluster, args=["--steps", "80", "--checkpoint-every", "10",
                                                         "--log-every", "1"])
     assert sleep_until(lambda: (job.checkpoint_dir / "step-00000010").is_dir(), 240), job.logs()
     job.requeue()
@@ -60,7 +60,7 @@ def test_a_requeued_job_resumes_from_its_newest_checkpoint(cluster):
     resumed = re.search(r"resuming from \S+ \(step (\d+), restart 1\)", log)
     assert resumed, log[-2000:]
     steps = sorted(losses(job))
-    assert steps[0] == int(resumed.group(1)) + 1 and steps[-1] == 150
+    assert steps[0] == int(resumed.group(1)) + 1 and steps[-1] == 80
 
 
 def test_a_recipe_that_needs_a_model_says_which_run_to_do_first(cluster):

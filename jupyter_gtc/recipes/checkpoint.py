@@ -20,7 +20,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions, get_model_state_dict, get_state_dict, set_model_state_dict, set_state_dict)

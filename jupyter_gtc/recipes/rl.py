@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import SpecError, SpecErrors
-from .sft import (INIT_EXPECTED, JobDirs, callbacks, check_common, fail_on, finish, parse, resolve_init, train,
+from .trl_job import (INIT_EXPECTED, JobDirs, callbacks, check_common, fail_on, finish, parse, resolve_init, train,
                   trainer_args)
 
 ALGORITHMS = ("grpo", "dpo")

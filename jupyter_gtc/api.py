@@ -16,6 +16,7 @@ from .exceptions import ClusterNotFound, GtcError
 from .services.clusters import Cluster, ClusterService
 from .services.jobs import Job, JobService
 from .services.jobs import set_plotter as register_job_plotter  # for the widgets: how job.plot() draws
+from .services.operations import Operation, Operations
 from .slurm.parse import JobStatus
 from .spec.cluster import ClusterSpec, load_cluster_spec, parse_cluster_spec
 from .state import default_home, open_store
@@ -45,10 +46,14 @@ def create_cluster(spec: ClusterSpec | dict[str, Any] | str | Path, backend: str
                    progress: Progress = no_progress) -> Cluster:
     """Create a cluster from a spec: a ``ClusterSpec``, a dict (camelCase or snake_case), JSON
     or YAML text, or a path to a .json/.yaml file. Returns when every node is idle."""
+    return _clusters().create(_spec_or_file(spec), backend, progress)
+
+
+def _spec_or_file(spec: ClusterSpec | dict[str, Any] | str | Path) -> ClusterSpec | dict[str, Any] | str:
     if isinstance(spec, Path) or (isinstance(spec, str) and spec.endswith((".json", ".yaml", ".yml"))
                                   and "\n" not in spec):
-        spec = load_cluster_spec(spec)
-    return _clusters().create(spec, backend, progress)
+        return load_cluster_spec(spec)
+    return spec
 
 
 def apply_cluster_spec(spec: ClusterSpec | dict[str, Any] | str, backend: str = "local",
@@ -82,6 +87,30 @@ def cluster_env(name: str) -> dict[str, str]:
 def delete_cluster(name: str, progress: Progress = no_progress) -> None:
     """Cancel the cluster's jobs, stop its daemons and every job process, remove its files."""
     _clusters().delete(name, progress)
+
+
+def start_create_cluster(spec: ClusterSpec | dict[str, Any] | str | Path, backend: str = "local") -> Operation:
+    """``create_cluster`` without waiting: checks the spec and records the cluster (CREATING),
+    then returns an ``Operation`` whose thread starts it (``.message`` follows its progress,
+    ``.wait()`` returns the cluster). A bad spec or a taken name raises here, as in
+    ``create_cluster``."""
+    return _clusters().start_create(_spec_or_file(spec), backend)
+
+
+def start_scale_cluster(name: str, pool: str, nodes: int) -> Operation:
+    """``scale_cluster`` without waiting: checks, marks the cluster SCALING, returns an ``Operation``."""
+    return _clusters().start_scale(name, pool, nodes)
+
+
+def start_delete_cluster(name: str) -> Operation:
+    """``delete_cluster`` without waiting: marks the cluster DELETING, returns an ``Operation``."""
+    return _clusters().start_delete(name)
+
+
+def cluster_operations() -> Operations:
+    """The process's running and recently finished background cluster operations
+    (``.get(id)``, ``.list()``, ``.subscribe(listener)``)."""
+    return _clusters().operations
 
 
 def resolve_cluster(name: str | None = None) -> str:
@@ -155,6 +184,7 @@ __all__ = [
     # clusters
     "Cluster", "create_cluster", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster",
     "cluster_env", "delete_cluster", "resolve_cluster", "cluster_queue",
+    "Operation", "start_create_cluster", "start_scale_cluster", "start_delete_cluster", "cluster_operations",
     # jobs
     "Job", "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "job_tensorboard", "job_poller",
     "register_job_plotter",
@@ -171,21 +201,12 @@ def hold_job(ref: str, cluster: str | None = None) -> Job:
     """Keep a pending job from starting until ``release_job`` (squeue's reason becomes
     JobHeldUser, or JobHeldAdmin as root). A running job runs on; the hold applies if it is
     requeued. A finished job cannot be held (``CommandError``)."""
-    return _scontrol_job_action(ref, cluster, "hold")
+    return get_job(ref, cluster).hold()
 
 
 def release_job(ref: str, cluster: str | None = None) -> Job:
     """Let a held job start again."""
-    return _scontrol_job_action(ref, cluster, "release")
-
-
-def _scontrol_job_action(ref: str, cluster: str | None, action: str) -> Job:
-    job = get_job(ref, cluster)
-    getattr(_jobs()._commands(job.cluster), action)(job.id)  # SlurmCommands.hold / .release
-    poller = job_poller(job.cluster)
-    poller.watch(job.id)
-    poller.poke()  # the new state (and reason) shows on the next tick, at once
-    return job
+    return get_job(ref, cluster).release()
 
 
 __all__ += ["hold_job", "release_job"]

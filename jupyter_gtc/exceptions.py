@@ -74,6 +74,10 @@ class ClusterBusy(GtcError):
     """An action would disturb running jobs, so it was refused."""
 
 
+class OperationNotFound(GtcError):
+    """No background cluster operation with that id is known (any more)."""
+
+
 class BackendUnavailable(GtcError):
     """The backend cannot run here (missing programs, permissions); the message says how to fix it."""
 

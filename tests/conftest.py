@@ -5,10 +5,13 @@ GTC_HOME is a fresh folder per session (see the conftest.py at the repository ro
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +69,21 @@ def sleep_until(condition, timeout: float = 60) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+@contextlib.contextmanager
+def create_fails_halfway(cluster_name: str):
+    """While in the block, creating ``cluster_name`` on the local backend fails after it
+    started (a file where munge's socket folder must go: ClusterStartError naming the file)
+    and is rolled back. Yields the file."""
+    root = Path(os.environ["GTC_HOME"]) / "clusters" / cluster_name
+    blocker = Path("/run/jupyter_gtc") / hashlib.sha1(str(root).encode()).hexdigest()[:6]
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("in the way")
+    try:
+        yield blocker
+    finally:
+        blocker.unlink()
 
 
 def slurm(cluster_name: str, *argv: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
+from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.httputil import responses
 from tornado.ioloop import IOLoop
@@ -26,6 +27,7 @@ from ..exceptions import (
     GtcError,
     JobNotFound,
     JobSubmitError,
+    OperationNotFound,
     SlurmError,
     SpecError,
     SpecErrors,
@@ -37,7 +39,7 @@ _executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gtc-rest")
 
 # The first class in this list that an error is an instance of gives its status.
 _STATUS = [
-    ((ClusterNotFound, JobNotFound), 404),
+    ((ClusterNotFound, JobNotFound, OperationNotFound), 404),
     ((SpecError, SpecErrors, JobSubmitError), 400),
     ((ClusterBusy, ClusterExists), 409),
     ((CommandError, SlurmError), 502),  # Slurm failed or could not be reached: not the client's fault
@@ -80,6 +82,11 @@ class GtcHandler(APIHandler):
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(payload))
+
+    def write_operation(self, operation: Any) -> None:
+        """202 Accepted: the background operation, and where to follow it."""
+        self.set_header("Location", url_path_join(self.base_url, "gtc/api/operations", operation.id))
+        self.write_json(operation.to_json(), status=202)
 
     def json_body(self) -> dict[str, Any]:
         try:

@@ -4,11 +4,13 @@
 (``text/event-stream``). The sidebar reads it with ``fetch``, not ``EventSource``, so the
 request carries the same token header as every other call (EventSource can send only cookies).
 
-    event: snapshot   {"clusters": [Cluster.to_json()...], "cluster": NAME, "jobs": [job_json...]}
+    event: snapshot   {"clusters": [Cluster.to_json()...], "cluster": NAME, "jobs": [job_json...],
+                       "operations": [Operation.to_json()...]}
                       first, on every (re)connect: the client starts over from it
     event: clusters   {"clusters": [...]}   whenever a cluster or a node changed (state, allocation)
     event: job        job_json              whenever one of NAME's jobs changed (not for elapsed alone)
-    event: warning    {"message": ...}      a tick failed; the next one retries
+    event: operation  Operation.to_json()   a create, scale or delete started, made progress or ended
+    event: warning    {"message": ...}      a tick failed; the next one retries (its clusters event ends it)
     : keep-alive                            every 15 s, so both ends notice a dead connection
 
 One ``ChangeFeed`` per server does the work for all connections, and only while one is
@@ -16,7 +18,8 @@ open. Each tick (1 s, or at once when a poller reports a change) reads the clust
 from the state store, which is how it finds jobs that notebooks and the CLI submitted, and
 their state from ``api.job_poller`` (the same poller the magics' panels use: it subscribes to
 each cluster's, and watching a job makes the poller follow it). Clusters' node states
-(one ``scontrol`` each) are read every few seconds, and after any job change.
+(one ``scontrol`` each) are read every few seconds, and after any job change or step of a
+cluster operation (``api.cluster_operations()``, whose every step it passes on at once).
 """
 
 from __future__ import annotations
@@ -58,7 +61,9 @@ class ChangeFeed:
         self._clusters_read_at = 0.0
         self._jobs: dict[str, dict[str, dict[str, Any]]] = {}  # cluster -> job id -> job_json
         self._poller_listeners: dict[str, Any] = {}  # cluster -> unsubscribe, touched only by _read
+        self._operations_listener: Any = None  # unsubscribe, set by _read
         self._clusters_stale = True  # read them at the next tick (a poller saw a change, or a new connection)
+        self._warned = False  # the last tick failed: the next clusters event is sent even if nothing changed
 
     # -- connections ------------------------------------------------------------------
 
@@ -80,14 +85,21 @@ class ChangeFeed:
         loop = asyncio.get_running_loop()
         while self._subscriptions:
             wanted = {s.cluster for s in self._subscriptions if s.cluster}
+            # New connections get their snapshot from this tick: read the clusters now, after
+            # they came (a tick already under way when one came may have read them before).
+            waiting = {s for s in self._subscriptions if s.needs_snapshot}
+            if waiting:
+                self._clusters_stale = True
             try:
                 clusters, jobs = await call(self._read, wanted, loop)
             except Exception as e:  # a failed tick is reported and retried, never fatal
                 log.warning("jupyter_gtc change feed: %s", e, exc_info=not isinstance(e, web.HTTPError))
                 self._broadcast("warning", {"message": str(e) if isinstance(e, web.HTTPError) else
                                             "reading clusters and jobs failed; see the server log"})
+                self._clusters_stale = True  # the next tick re-reads them, and its clusters event ends the warning
+                self._warned = True
             else:
-                self._publish(clusters, jobs)
+                self._publish(clusters, jobs, waiting)
             try:
                 await asyncio.wait_for(self._wake.wait(), self.interval)
             except asyncio.TimeoutError:
@@ -105,6 +117,9 @@ class ChangeFeed:
             self._clusters_read_at = time.monotonic()
         names = {c["name"] for c in (clusters if clusters is not None else self._clusters)}
         self._listen_to_pollers(names, loop)
+        if self._operations_listener is None:
+            self._operations_listener = api.cluster_operations().subscribe(
+                lambda op: loop.call_soon_threadsafe(self._on_operation, op.to_json()))
         jobs = {}
         for name in wanted & names:
             try:
@@ -124,16 +139,27 @@ class ChangeFeed:
         for name in set(self._poller_listeners) - names:
             self._poller_listeners.pop(name)()
 
+    def _on_operation(self, operation: dict[str, Any]) -> None:
+        """A step of a create, scale or delete (on the event loop): pass it on, and re-read the
+        clusters now (a new one, a state, nodes)."""
+        self._broadcast("operation", operation, only_snapshotted=True)
+        self._clusters_stale = True
+        self._wake.set()
+
     def _stop_listening(self) -> None:
         for unsubscribe in self._poller_listeners.values():
             unsubscribe()
         self._poller_listeners.clear()
+        if self._operations_listener is not None:
+            self._operations_listener()
+            self._operations_listener = None
         self._jobs.clear()
         self._clusters_stale = True
 
-    def _publish(self, clusters: list[dict] | None, jobs: dict[str, dict[str, dict]]) -> None:
-        if clusters is not None and clusters != self._clusters:
-            self._clusters = clusters
+    def _publish(self, clusters: list[dict] | None, jobs: dict[str, dict[str, dict]],
+                 waiting: set[Subscription]) -> None:
+        if clusters is not None and (clusters != self._clusters or self._warned):
+            self._clusters, self._warned = clusters, False
             self._broadcast("clusters", {"clusters": clusters}, only_snapshotted=True)
         for name, current in jobs.items():
             before = self._jobs.get(name, {})
@@ -143,12 +169,16 @@ class ChangeFeed:
             for job in reversed(changed):  # oldest first, as they happened
                 self._broadcast("job", job, cluster=name, only_snapshotted=True)
         names = {c["name"] for c in self._clusters}
+        operations = None
         for s in self._subscriptions:
             # A snapshot once this tick has read its cluster's jobs (or there are none to read).
-            if s.needs_snapshot and (s.cluster is None or s.cluster in jobs or s.cluster not in names):
+            if s in waiting and s.needs_snapshot and (s.cluster is None or s.cluster in jobs or s.cluster not in names):
                 s.needs_snapshot = False
+                if operations is None:  # read here, on the loop: no later step can overtake it
+                    operations = [op.to_json() for op in api.cluster_operations().list()]
                 s.queue.put_nowait(("snapshot", {"clusters": self._clusters, "cluster": s.cluster,
-                                                 "jobs": list(self._jobs.get(s.cluster, {}).values())}))
+                                                 "jobs": list(self._jobs.get(s.cluster, {}).values()),
+                                                 "operations": operations}))
 
     def _broadcast(self, event: str, data: Any, cluster: str | None = None, only_snapshotted: bool = False) -> None:
         for s in self._subscriptions:

@@ -1,10 +1,18 @@
-"""REST handlers for clusters, under ``{base_url}gtc/api/clusters``.
+"""REST handlers for clusters, under ``{base_url}gtc/api/clusters``, and their operations.
 
     GET    clusters                  {"clusters": [Cluster.to_json(), ...]}   (with nodes)
-    POST   clusters  {"spec": ...}   201 Cluster.to_json()   (spec: an object, or JSON/YAML text)
+    POST   clusters  {"spec": ...}   202 Operation.to_json()   (spec: an object, or JSON/YAML text)
     GET    clusters/<name>           Cluster.to_json()
-    POST   clusters/<name>/scale     {"pool": "gpu", "nodes": 4} -> Cluster.to_json()
-    DELETE clusters/<name>           204
+    POST   clusters/<name>/scale     {"pool": "gpu", "nodes": 4} -> 202 Operation.to_json()
+    DELETE clusters/<name>           202 Operation.to_json()
+    GET    operations                {"operations": [Operation.to_json(), ...]}   running and recent, oldest first
+    GET    operations/<id>           Operation.to_json()
+
+Creating, scaling and deleting take from seconds to minutes, so they answer once the
+request is checked and the cluster claimed (a bad spec, an unknown pool or a busy cluster
+is still a 4xx at once), and go on in the background: the change feed sends each step as an
+``operation`` event ({state: RUNNING, message: "starting slurmd 2/3"}) and then how it
+ended (DONE with ``result``, the cluster; or FAILED with ``error``, {kind, message}).
 """
 
 from __future__ import annotations
@@ -28,8 +36,7 @@ class ClustersHandler(GtcHandler):
             raise bad_request('send {"spec": <a cluster spec object, or its JSON or YAML text>}')
         # Parsed here, not by create_cluster: text that looks like a file name must never be read as one.
         spec = await self.call(api.parse_cluster_spec, body["spec"])
-        cluster = await self.call(api.create_cluster, spec)
-        self.write_json(cluster.to_json(), status=201)
+        self.write_operation(await self.call(api.start_create_cluster, spec))
 
 
 class ClusterHandler(GtcHandler):
@@ -40,9 +47,7 @@ class ClusterHandler(GtcHandler):
 
     @web.authenticated
     async def delete(self, name: str):
-        await self.call(api.delete_cluster, name)
-        self.set_status(204)
-        self.finish()
+        self.write_operation(await self.call(api.start_delete_cluster, name))
 
 
 class ClusterScaleHandler(GtcHandler):
@@ -52,8 +57,20 @@ class ClusterScaleHandler(GtcHandler):
         pool, nodes = body.get("pool"), body.get("nodes")
         if not isinstance(pool, str) or not isinstance(nodes, int) or isinstance(nodes, bool):
             raise bad_request('send {"pool": "<pool id>", "nodes": <a whole number>}')
-        cluster = await self.call(api.scale_cluster, name, pool, nodes)
-        self.write_json(cluster.to_json())
+        self.write_operation(await self.call(api.start_scale_cluster, name, pool, nodes))
+
+
+class OperationsHandler(GtcHandler):
+    @web.authenticated
+    async def get(self):
+        operations = await self.call(lambda: [op.to_json() for op in api.cluster_operations().list()])
+        self.write_json({"operations": operations})
+
+
+class OperationHandler(GtcHandler):
+    @web.authenticated
+    async def get(self, op_id: str):
+        self.write_json(await self.call(lambda: api.cluster_operations().get(op_id).to_json()))
 
 
 def handlers(prefix: str) -> list[tuple]:
@@ -61,4 +78,6 @@ def handlers(prefix: str) -> list[tuple]:
         (f"{prefix}/clusters", ClustersHandler),
         (f"{prefix}/clusters/(?P<name>[^/]+)", ClusterHandler),
         (f"{prefix}/clusters/(?P<name>[^/]+)/scale", ClusterScaleHandler),
+        (f"{prefix}/operations", OperationsHandler),
+        (f"{prefix}/operations/(?P<op_id>[^/]+)", OperationHandler),
     ]

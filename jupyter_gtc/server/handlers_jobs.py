@@ -4,7 +4,7 @@
     GET  jobs/<cluster>/<id>                    job_json
     POST jobs/<cluster>/<id>/cancel             job_json   (also requeue, hold, release)
     GET  jobs/<cluster>/<id>/log?offset=&limit= {"text", "offset", "next_offset", "size", "finished"}
-    GET  jobs/<cluster>/<id>/metrics?since=N    {"scalars": [Scalar, ...], "next": M}
+    GET  jobs/<cluster>/<id>/metrics?since=N    {"scalars": [Scalar, ...], "next": M, "finished"}
 
 ``job_json`` is ``Job.to_json()`` plus ``reason`` (why it is pending: Resources,
 JobHeldUser, ...). A job is named by its Slurm id or its name, as everywhere else.
@@ -12,6 +12,7 @@ JobHeldUser, ...). A job is named by its Slurm id or its name, as everywhere els
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict
 from typing import Any
@@ -75,12 +76,23 @@ class JobMetricsHandler(GtcHandler):
         since = self.int_argument("since", 0, minimum=0)
 
         def read() -> dict[str, Any]:
-            feed = api.get_job(ref, cluster).metrics_feed  # the process's one reader of this job
+            job = api.get_job(ref, cluster)
+            finished = job.finished  # before reading, as for the log
+            feed = job.metrics_feed  # the process's one reader of this job
             feed.refresh()
             scalars = feed.all()[since:since + MAX_SCALARS]
-            return {"scalars": [asdict(s) for s in scalars], "next": since + len(scalars)}
+            return {"scalars": [scalar_json(s) for s in scalars], "next": since + len(scalars), "finished": finished}
 
         self.write_json(await self.call(read))
+
+
+def scalar_json(scalar) -> dict[str, Any]:
+    """A ``Scalar`` as JSON; NaN and infinities (a diverged loss) become null: JSON has no
+    such numbers, and the browser's ``JSON.parse`` refuses Python's ``NaN``."""
+    out = asdict(scalar)
+    if not math.isfinite(out["value"]):
+        out["value"] = None
+    return out
 
 
 def read_log_range(path: str, offset: int | None, limit: int) -> dict[str, Any]:

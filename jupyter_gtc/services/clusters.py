@@ -3,6 +3,11 @@
 The state store's record is written before anything starts (state CREATING) and updated
 as the backend makes resources, so a failure at any point leaves something ``delete``
 can clean up, and a failed create is rolled back completely.
+
+Each change is two steps: a quick claim (check, then record the cluster as CREATING,
+SCALING or DELETING) and the backend's slow work. ``create``, ``scale`` and ``delete`` do
+both in the caller; ``start_create``, ``start_scale`` and ``start_delete`` claim in the
+caller and return an ``Operation`` whose thread does the work (operations.py).
 """
 
 from __future__ import annotations
@@ -12,12 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import get_backend
-from ..backends.base import ClusterStatus, Progress, no_progress
-from ..exceptions import ClusterBusy, SpecError, SpecErrors
+from ..backends.base import Backend, ClusterStatus, Progress, no_progress
+from ..exceptions import ClusterBusy, ClusterNotFound, SpecError, SpecErrors
 from ..spec.cluster import ClusterSpec, parse_cluster_spec, spec_differences
 from ..state import ClusterRecord, Store
+from .operations import Operation, Operations
 
 CREATING, RUNNING, SCALING, DELETING, ERROR = "CREATING", "RUNNING", "SCALING", "DELETING", "ERROR"
+
+# What a claim hands the slow step: the new cluster's spec, backend and record; for a scale,
+# also the spec before and after; for a delete, the record and its spec.
+NewClaim = tuple[ClusterSpec, Backend, ClusterRecord]
+ScaleClaim = tuple[ClusterRecord, Backend, ClusterSpec, ClusterSpec]
+DeleteClaim = tuple[ClusterRecord, ClusterSpec]
 
 
 @dataclass
@@ -64,14 +76,27 @@ class ClusterService:
     def __init__(self, store: Store, home: Path):
         self.store = store
         self.home = home
+        self.operations = Operations()  # creates, scales and deletes started in the background
 
     def create(self, spec: ClusterSpec | dict | str, backend: str = "local", progress: Progress = no_progress) -> Cluster:
+        return self._provision(self._claim_new(spec, backend), progress)
+
+    def start_create(self, spec: ClusterSpec | dict | str, backend: str = "local") -> Operation:
+        """``create`` in the background: checked and recorded (CREATING) before this returns."""
+        spec = spec if isinstance(spec, ClusterSpec) else parse_cluster_spec(spec)
+        return self.operations.start("create", spec.name, lambda: self._claim_new(spec, backend), self._provision)
+
+    def _claim_new(self, spec: ClusterSpec | dict | str, backend: str) -> NewClaim:
         spec = spec if isinstance(spec, ClusterSpec) else parse_cluster_spec(spec)
         impl = get_backend(backend, self.home)
         impl.check_spec(spec)
-        runtime: dict[str, Any] = {}
-        record = ClusterRecord(spec.name, backend, CREATING, spec.to_json(), runtime)
+        record = ClusterRecord(spec.name, backend, CREATING, spec.to_json(), {})
         self.store.add_cluster(record)  # raises ClusterExists before anything starts
+        return spec, impl, record
+
+    def _provision(self, claimed: NewClaim, progress: Progress) -> Cluster:
+        spec, impl, record = claimed
+        runtime = record.runtime
         try:
             impl.create(spec, runtime, progress)
         except BaseException:
@@ -117,9 +142,22 @@ class ClusterService:
         return Cluster(record.name, record.backend, record.state, spec, record.created_at, status, record.runtime)
 
     def list(self, with_status: bool = True) -> list[Cluster]:
-        return [self.get(r.name, with_status) for r in self.store.list_clusters()]
+        clusters = []
+        for record in self.store.list_clusters():
+            try:
+                clusters.append(self.get(record.name, with_status))
+            except ClusterNotFound:  # deleted (or a failed create rolled back) since the listing
+                continue
+        return clusters
 
     def scale(self, name: str, pool: str, nodes: int, progress: Progress = no_progress) -> Cluster:
+        return self._resize(self._claim_scale(name, pool, nodes), progress)
+
+    def start_scale(self, name: str, pool: str, nodes: int) -> Operation:
+        """``scale`` in the background: checked and marked SCALING before this returns."""
+        return self.operations.start("scale", name, lambda: self._claim_scale(name, pool, nodes), self._resize)
+
+    def _claim_scale(self, name: str, pool: str, nodes: int) -> ScaleClaim:
         record = self.store.get_cluster(name)
         old = parse_cluster_spec(record.spec)
         pool_ids = [p.id for p in old.compute_pools()]
@@ -132,10 +170,15 @@ class ClusterService:
         new = old.with_pool_size(pool, nodes)
         impl = get_backend(record.backend, self.home)
         impl.check_spec(new)
+        if new != old:
+            self.store.update_cluster(name, state=SCALING)
+        return record, impl, old, new
+
+    def _resize(self, claimed: ScaleClaim, progress: Progress) -> Cluster:
+        record, impl, old, new = claimed
+        name, runtime = record.name, record.runtime
         if new == old:
             return self.get(name)
-        runtime = record.runtime
-        self.store.update_cluster(name, state=SCALING)
         try:
             impl.scale(old, new, runtime, progress)
         except BaseException:
@@ -150,11 +193,22 @@ class ClusterService:
         return get_backend(record.backend, self.home).client_env(record.runtime)
 
     def delete(self, name: str, progress: Progress = no_progress) -> None:
+        self._tear_down(self._claim_delete(name), progress)
+
+    def start_delete(self, name: str) -> Operation:
+        """``delete`` in the background: marked DELETING before this returns."""
+        return self.operations.start("delete", name, lambda: self._claim_delete(name), self._tear_down)
+
+    def _claim_delete(self, name: str) -> DeleteClaim:
         record = self.store.get_cluster(name)
         spec = parse_cluster_spec(record.spec)
         self.store.update_cluster(name, state=DELETING)
+        return record, spec
+
+    def _tear_down(self, claimed: DeleteClaim, progress: Progress) -> None:
+        record, spec = claimed
         get_backend(record.backend, self.home).delete(spec, record.runtime, progress)
-        self.store.remove_cluster(name)
+        self.store.remove_cluster(record.name)
 
 
 __all__ = ["Cluster", "ClusterService", "SpecErrors"]

@@ -6,6 +6,8 @@ state comes from the cluster's one ``ClusterPoller``.
 
 from __future__ import annotations
 
+import os
+import pwd
 import shutil
 import threading
 import time
@@ -77,6 +79,13 @@ class Job:
     def nodes(self) -> str:
         view = self._view
         return view.nodes if view else self._record.nodes
+
+    @property
+    def user(self) -> str | None:
+        """The Slurm user it runs as (squeue's ``user_name``); None for jobs recorded before
+        jupyter_gtc kept it."""
+        view = self._view
+        return (view.user if view else None) or self._record.user
 
     @property
     def log_path(self) -> Path:
@@ -165,18 +174,38 @@ class Job:
         self._service.requeue(self)
         return self
 
+    def hold(self) -> "Job":
+        """Keep a pending job from starting until ``release()`` (squeue's reason becomes
+        JobHeldUser, or JobHeldAdmin as root). A running job runs on; the hold applies if it
+        is requeued."""
+        self._service.hold(self)
+        return self
+
+    def release(self) -> "Job":
+        """Let a held job start again."""
+        self._service.release(self)
+        return self
+
     def refresh(self) -> "Job":
         self._service.poller(self.cluster).watch(self.id)
         return self
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "id": self.id, "name": self.name, "state": self.state,
-                "exit_code": self.exit_code, "nodes": self.nodes, "elapsed": self.elapsed,
+                "exit_code": self.exit_code, "nodes": self.nodes, "elapsed": self.elapsed, "user": self.user,
                 "job_dir": str(self.job_dir), "tasks": self.tasks, "submitted_at": self._record.submitted_at}
 
     def __repr__(self) -> str:
         code = f", exit_code={self.exit_code}" if self.exit_code is not None else ""
         return f"<Job {self.id} {self.name!r} on {self.cluster}: {self.state}{code}>"
+
+
+def _current_user() -> str | None:
+    """This process's user: the one sbatch submits as (the poller then reads Slurm's own word)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid without a passwd entry (some containers)
+        return None
 
 
 # The front end that can draw plots registers itself here (widgets do, on import), so this
@@ -256,7 +285,7 @@ class JobService:
         except CommandError as e:
             shutil.rmtree(job_dir, ignore_errors=True)  # nothing half-recorded
             raise JobSubmitError(e.stderr.strip() or str(e), argv=e.argv) from None
-        job = JobRecord(cluster, slurm_id, name, "PENDING", str(job_dir), options)
+        job = JobRecord(cluster, slurm_id, name, "PENDING", str(job_dir), options, user=_current_user())
         self.store.add_job(job)
         self.poller(cluster).watch(slurm_id)
         return Job(job, self)
@@ -285,15 +314,26 @@ class JobService:
 
     def cancel(self, job: Job) -> None:
         self._commands(job.cluster).cancel([job.id])
-        poller = self.poller(job.cluster)
-        poller.watch(job.id)
-        poller.poke()
+        self._show_soon(job)
 
     def requeue(self, job: Job) -> None:
         try:
             self._commands(job.cluster).requeue(job.id)
         except CommandError as e:
             raise GtcError(f"job {job.id} cannot be requeued: {e.stderr.strip() or e}") from None
+        self._show_soon(job)
+
+    def hold(self, job: Job) -> None:
+        """``scontrol hold``; a finished job cannot be held (``CommandError``)."""
+        self._commands(job.cluster).hold(job.id)
+        self._show_soon(job)
+
+    def release(self, job: Job) -> None:
+        self._commands(job.cluster).release(job.id)
+        self._show_soon(job)
+
+    def _show_soon(self, job: Job) -> None:
+        """After an action: the job's new state (and reason) shows at the poller's next tick, at once."""
         poller = self.poller(job.cluster)
         poller.watch(job.id)
         poller.poke()

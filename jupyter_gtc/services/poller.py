@@ -39,6 +39,7 @@ class JobView:
     end_time: float | None = None
     restart_count: int = 0
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)  # array task id -> {state, exit_code}
+    user: str = ""  # the Slurm user it runs as
 
     @property
     def finished(self) -> bool:
@@ -161,7 +162,8 @@ class ClusterPoller:
         for view in changed:
             self.store.update_job(self.cluster, view.slurm_id, state=view.state, exit_code=view.exit_code,
                                   tasks=view.tasks, reason=view.reason, nodes=view.nodes,
-                                  start_time=view.start_time, end_time=view.end_time)
+                                  start_time=view.start_time, end_time=view.end_time,
+                                  **({"user": view.user} if view.user else {}))
         self._notify(changed)
         return bool(changed)
 
@@ -185,7 +187,8 @@ def _aggregate(slurm_id: str, statuses: list[JobStatus]) -> JobView:
              for s in latest.values() if s.array_task_id is not None}
     if not tasks:
         s = latest.get(slurm_id) or next(iter(latest.values()))
-        return JobView(slurm_id, s.state, s.exit_code, s.reason, s.nodes, s.start_time, s.end_time, s.restart_count)
+        return JobView(slurm_id, s.state, s.exit_code, s.reason, s.nodes, s.start_time, s.end_time, s.restart_count,
+                       user=s.user)
     pending_rest = latest.get(slurm_id)  # the array's not-yet-started tasks, if any
     states = [t["state"] for t in tasks.values()] + ([pending_rest.state] if pending_rest else [])
     if any(st in ("RUNNING", "COMPLETING") for st in states):
@@ -203,4 +206,5 @@ def _aggregate(slurm_id: str, statuses: list[JobStatus]) -> JobView:
     starts = [s.start_time for s in latest.values() if s.start_time]
     ends = [s.end_time for s in latest.values() if s.end_time]
     return JobView(slurm_id, state, exit_code, None, nodes, min(starts, default=None),
-                   max(ends, default=None) if state in FINISHED_STATES else None, 0, tasks)
+                   max(ends, default=None) if state in FINISHED_STATES else None, 0, tasks,
+                   user=next((s.user for s in latest.values() if s.user), ""))

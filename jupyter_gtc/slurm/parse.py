@@ -150,6 +150,7 @@ class JobStatus:
     start_time: float | None = None
     end_time: float | None = None
     restart_count: int = 0
+    user: str = ""               # the Slurm user who submitted it (its uid's name)
 
     @property
     def finished(self) -> bool:
@@ -191,6 +192,7 @@ def parse_squeue_json(text: str) -> list[JobStatus]:
             start_time=_time(j.get("start_time")),
             end_time=_time(j.get("end_time")) if state in FINISHED_STATES else None,
             restart_count=_number(j.get("restart_cnt")) or 0,
+            user=j.get("user_name") or "",
         ))
     return jobs
 
@@ -216,6 +218,7 @@ def parse_jobcomp(text: str) -> list[JobStatus]:
             array_task_id=int(array_task) if array_task else None,
             start_time=_iso(kv.get("StartTime"), datetime),
             end_time=_iso(kv.get("EndTime"), datetime),
+            user=kv.get("UserId", "").partition("(")[0],  # "root(0)"
         ))
     return jobs
 

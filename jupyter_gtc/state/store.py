@@ -57,6 +57,7 @@ class JobRecord:
     end_time: float | None = None
     submitted_at: float = 0.0
     updated_at: float = 0.0
+    user: str | None = None  # the Slurm user it runs as
 
 
 def _statements(sql: str) -> list[str]:
@@ -183,9 +184,9 @@ class Store:
         with self._connect() as db:
             db.execute(
                 "INSERT INTO jobs (cluster, slurm_id, name, state, exit_code, job_dir, options, tasks, reason,"
-                " submitted_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " user, submitted_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (job.cluster, job.slurm_id, job.name, job.state, job.exit_code, job.job_dir,
-                 json.dumps(job.options), json.dumps(job.tasks), job.reason, now, now),
+                 json.dumps(job.options), json.dumps(job.tasks), job.reason, job.user, now, now),
             )
         job.submitted_at = job.updated_at = now
 
@@ -206,10 +207,10 @@ class Store:
         with self._connect() as db:
             return [_job(r) for r in db.execute(sql + " ORDER BY submitted_at DESC", args)]
 
-    _JOB_FIELDS = ("state", "exit_code", "tasks", "reason", "nodes", "start_time", "end_time")
+    _JOB_FIELDS = ("state", "exit_code", "tasks", "reason", "nodes", "start_time", "end_time", "user")
 
     def update_job(self, cluster: str, slurm_id: str, **changes: Any) -> None:
-        """Record what the poller saw: any of state, exit_code, tasks, reason, nodes, start/end time."""
+        """Record what the poller saw: any of state, exit_code, tasks, reason, nodes, start/end time, user."""
         if not changes or set(changes) - set(self._JOB_FIELDS):
             raise ValueError(f"update_job changes only {self._JOB_FIELDS}, got {sorted(changes)}")
         columns = ", ".join(f"{k} = ?" for k in changes)
@@ -225,7 +226,7 @@ def _job(row: sqlite3.Row) -> JobRecord:
         job_dir=row["job_dir"], options=json.loads(row["options"]), exit_code=row["exit_code"],
         tasks=json.loads(row["tasks"]), reason=row["reason"], nodes=row["nodes"], start_time=row["start_time"],
         end_time=row["end_time"], submitted_at=row["submitted_at"],
-        updated_at=row["updated_at"],
+        updated_at=row["updated_at"], user=row["user"],
     )
 
 

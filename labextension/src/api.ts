@@ -145,6 +145,8 @@ export interface IJob {
   nodes: string;
   /** Seconds it has run, as of the answer; null before it starts. */
   elapsed: number | null;
+  /** The Slurm user it runs as (squeue's `user_name`); null for jobs recorded before it was kept. */
+  user: string | null;
   job_dir: string;
   /** An array's tasks by task id. */
   tasks: Record<string, { state: string; exit_code: number | null }>;
@@ -167,12 +169,15 @@ export interface ILogChunk {
   finished: boolean;
 }
 
-/** One scalar a job reported (`metrics.Scalar`). */
+/** One scalar a job reported (`metrics.Scalar`, as `handlers_jobs.scalar_json` writes it). */
 export interface IScalar {
   tag: string;
   step: number;
+  /** Seconds since the epoch, when the job wrote it. */
   wall_time: number;
-  value: number;
+  /** null where the job wrote NaN or an infinity (JSON has no such numbers). */
+  value: number | null;
+  /** The event file's folder below the job's log dir; "" for the top, "hypertune" for its reports. */
   run: string;
 }
 
@@ -180,6 +185,36 @@ export interface IScalar {
 export interface IMetricsChunk {
   scalars: IScalar[];
   next: number;
+  /** The job had finished before this read: once read to the end, nothing more comes. */
+  finished: boolean;
+}
+
+/**
+ * A create, scale or delete running in the background (`Operation.to_json()` in
+ * `services/operations.py`): the answer of `POST clusters`, `POST clusters/<name>/scale`
+ * and `DELETE clusters/<name>` (202), of `GET operations/<id>`, and the feed's `operation` event.
+ */
+export interface IOperation {
+  /** Unique in the server's process. */
+  id: string;
+  action: 'create' | 'scale' | 'delete';
+  cluster: string;
+  /** RUNNING, then DONE or FAILED. */
+  state: 'RUNNING' | 'DONE' | 'FAILED';
+  /** The latest progress message ("starting slurmd 2/3"); empty before the first. */
+  message: string;
+  /** Seconds since the epoch. */
+  started_at: number;
+  finished_at: number | null;
+  /** Why it failed, when it did. */
+  error: IErrorReply | null;
+  /** The cluster as it ended (create, scale); null while running, after a delete or a failure. */
+  result: ICluster | null;
+}
+
+/** `GET operations`: running and recently finished, oldest first. */
+export interface IOperationList {
+  operations: IOperation[];
 }
 
 /** `GET clusters`. */
@@ -199,7 +234,11 @@ export namespace FeedEvent {
     clusters: ICluster[];
     cluster: string | null;
     jobs: IJob[];
+    /** Running and recently finished operations, oldest first. */
+    operations: IOperation[];
   }
+  /** A create, scale or delete started, made progress or ended. */
+  export type IOperationEvent = IOperation;
   /** A cluster or node changed. */
   export type IClusters = IClusterList;
   /** A tick failed; the next one retries. */

@@ -14,8 +14,10 @@ import {
 } from '@jupyterlab/apputils';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
+import { ICluster, IOperation } from './api';
 import { createLogTab, JobLog } from './logview';
-import { ClustersModel, JobAction } from './model';
+import { createMetricsTab, JobMetrics } from './metricsview';
+import { ClustersModel, JobAction, OperationProgress } from './model';
 
 export namespace CommandIDs {
   export const showSidebar = 'jupyter-gtc:show-sidebar';
@@ -24,6 +26,7 @@ export namespace CommandIDs {
   export const scalePool = 'jupyter-gtc:scale-pool';
   export const deleteCluster = 'jupyter-gtc:delete-cluster';
   export const openLog = 'jupyter-gtc:open-log';
+  export const openMetrics = 'jupyter-gtc:open-metrics';
   export const cancelJob = 'jupyter-gtc:cancel-job';
   export const requeueJob = 'jupyter-gtc:requeue-job';
   export const holdJob = 'jupyter-gtc:hold-job';
@@ -39,6 +42,7 @@ export function addCommands(
   model: ClustersModel,
   sidebarId: string,
   logs: WidgetTracker<MainAreaWidget<JobLog>>,
+  metrics: WidgetTracker<MainAreaWidget<JobMetrics>>,
   palette: ICommandPalette | null
 ): void {
   const { commands } = app;
@@ -65,7 +69,11 @@ export function addCommands(
         return;
       }
       const file = await app.serviceManager.contents.get(path, { content: true, format: 'text' });
-      await notify(model.createCluster(file.content), `Creating a cluster from ${path}`, 'Cluster created');
+      await follow(
+        progress => model.createCluster(file.content, progress),
+        `Creating a cluster from ${path}`,
+        cluster => `Cluster ${(cluster as ICluster).name} is running`
+      );
     }
   });
 
@@ -99,8 +107,11 @@ export function addCommands(
       if (nodes === null || nodes === undefined) {
         return;
       }
-      await notify(model.scale(name!, pool.id, nodes), `Scaling ${name}/${pool.id} to ${nodes} node(s)`,
-        `${name}/${pool.id} has ${nodes} node(s)`);
+      await follow(
+        progress => model.scale(name!, pool.id, nodes, progress),
+        `Scaling ${name}/${pool.id} to ${nodes} node(s)`,
+        () => `${name}/${pool.id} has ${nodes} node(s)`
+      );
     }
   });
 
@@ -119,7 +130,7 @@ export function addCommands(
         buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
       });
       if (answer.button.accept) {
-        await notify(model.deleteCluster(name), `Deleting ${name}`, `Cluster ${name} deleted`);
+        await follow(progress => model.deleteCluster(name, progress), `Deleting ${name}`, () => `Cluster ${name} deleted`);
       }
     }
   });
@@ -136,6 +147,24 @@ export function addCommands(
       if (!tab) {
         tab = createLogTab(job.cluster, job.id);
         void logs.add(tab);
+        app.shell.add(tab, 'main');
+      }
+      app.shell.activateById(tab.id);
+    }
+  });
+
+  commands.addCommand(CommandIDs.openMetrics, {
+    label: args => (args.id ? `Plot the Metrics of Job ${args.id}` : 'Plot a Job’s Metrics…'),
+    isEnabled: hasCluster,
+    execute: async args => {
+      const job = await pickJob(model, args, 'Plot the metrics of a job');
+      if (!job) {
+        return;
+      }
+      let tab = metrics.find(w => w.content.cluster === job.cluster && w.content.jobId === job.id);
+      if (!tab) {
+        tab = createMetricsTab(job.cluster, job.id);
+        void metrics.add(tab);
         app.shell.add(tab, 'main');
       }
       app.shell.activateById(tab.id);
@@ -187,16 +216,55 @@ async function ask<T>(dialog: Promise<Dialog.IResult<T>>): Promise<T | null> {
   return result.button.accept ? result.value : null;
 }
 
-/** A toast while `work` runs, and how it ended. */
-async function notify(work: Promise<unknown>, pending: string, done: string): Promise<void> {
-  Notification.promise(work as Promise<any>, {
-    pending: { message: `${pending}…`, options: { autoClose: false } },
-    success: { message: () => done, options: { autoClose: 4000 } },
-    error: { message: (error: unknown) => `${pending} failed: ${(error as Error).message}`, options: { autoClose: 10000 } }
-  });
+/**
+ * A toast that follows a create, scale or delete: its steps as they happen ("Creating a
+ * cluster from a.yaml… starting slurmd 2/3"), then how it ended.
+ */
+async function follow(
+  start: (progress: OperationProgress) => Promise<unknown>,
+  pending: string,
+  done: (result: unknown) => string
+): Promise<void> {
+  const toast = new ProgressToast(`${pending}…`);
   try {
-    await work;
-  } catch {
-    // shown by the toast
+    const result = await start((op: IOperation) => {
+      if (op.state === 'RUNNING' && op.message) {
+        toast.update(`${pending}… ${op.message}`);
+      }
+    });
+    await toast.finish(done(result), 'success', 4000);
+  } catch (error) {
+    await toast.finish(`${pending} failed: ${(error as Error).message}`, 'error', 10000);
   }
 }
+
+/** An in-progress toast whose text changes. JupyterLab shows a toast asynchronously and
+ * drops an update that arrives before it is on screen (a create can fail in 50 ms), so
+ * updates wait until the toast has been up a moment. */
+class ProgressToast {
+  constructor(message: string) {
+    this._id = Notification.emit(message, 'in-progress', { autoClose: false });
+  }
+
+  update(message: string): void {
+    this._latest = message;
+    void this._shown.then(() => {
+      if (!this._finished && this._latest === message) {
+        Notification.update({ id: this._id, message, type: 'in-progress', autoClose: false });
+      }
+    });
+  }
+
+  async finish(message: string, type: 'success' | 'error', autoClose: number): Promise<void> {
+    this._finished = true;
+    await this._shown;
+    Notification.update({ id: this._id, message, type, autoClose });
+  }
+
+  private _id: string;
+  private _latest = '';
+  private _finished = false;
+  private _shown = new Promise(resolve => setTimeout(resolve, TOAST_SHOWN_MS));
+}
+
+const TOAST_SHOWN_MS = 500;

@@ -11,3 +11,13 @@ const CLUSTER_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="
 </svg>`;
 
 export const clusterIcon = new LabIcon({ name: 'jupyter-gtc:cluster', svgstr: CLUSTER_SVG });
+
+/** A line chart: the tab of a job's metrics. */
+const METRICS_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M3 3h2v16h16v2H3z"/>
+    <path d="M7.7 15.7 6.3 14.3l4.2-4.2 3 3 5.3-5.3 1.4 1.4-6.7 6.7-3-3z"/>
+  </g>
+</svg>`;
+
+export const metricsIcon = new LabIcon({ name: 'jupyter-gtc:metrics', svgstr: METRICS_SVG });

@@ -1,7 +1,7 @@
 /**
  * The jupyter_gtc JupyterLab extension: the "Training Clusters" side panel (clusters with
- * their nodes, the chosen cluster's jobs, live), job logs in main-area tabs, and every
- * action as a command in the palette. It talks only to the server extension's REST API
+ * their nodes, the chosen cluster's jobs, live), job logs and live metrics plots in
+ * main-area tabs, and every action as a command in the palette. It talks only to the server extension's REST API
  * (`jupyter_gtc/server/`), which calls the same `api` the magics and the CLI use.
  */
 import {
@@ -17,6 +17,7 @@ import {
 
 import { addCommands, CommandIDs } from './commands';
 import { JobLog } from './logview';
+import { JobMetrics } from './metricsview';
 import { ClustersModel } from './model';
 import { createSidebar } from './sidebar';
 
@@ -35,11 +36,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.shell.add(sidebar, 'left', { rank: 250 });
 
     const logs = new WidgetTracker<MainAreaWidget<JobLog>>({ namespace: 'jupyter-gtc-log' });
-    addCommands(app, model, sidebar.id, logs, palette);
+    const metrics = new WidgetTracker<MainAreaWidget<JobMetrics>>({ namespace: 'jupyter-gtc-metrics' });
+    addCommands(app, model, sidebar.id, logs, metrics, palette);
     if (restorer) {
       restorer.add(sidebar, sidebar.id);
       void restorer.restore(logs, {
         command: CommandIDs.openLog,
+        args: tab => ({ cluster: tab.content.cluster, id: tab.content.jobId }),
+        name: tab => `${tab.content.cluster}/${tab.content.jobId}`
+      });
+      void restorer.restore(metrics, {
+        command: CommandIDs.openMetrics,
         args: tab => ({ cluster: tab.content.cluster, id: tab.content.jobId }),
         name: tab => `${tab.content.cluster}/${tab.content.jobId}`
       });

@@ -1,16 +1,21 @@
 /**
  * What the sidebar shows, kept current by the change feed: the clusters, the chosen
- * cluster, and its jobs. Sections render from it and call its actions; none of them talks
- * to the server on its own.
+ * cluster (remembered across page reloads), its jobs, and the creates, scales and deletes
+ * running in the background. Sections render from it and call its actions; none of them
+ * talks to the server on its own.
  */
+import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { FeedEvent, ICluster, IJob, requestAPI } from './api';
+import { ApiError, FeedEvent, ICluster, IJob, IOperation, requestAPI } from './api';
 import { EventFeed, FeedStatus, IFeedMessage } from './feed';
 
 /** Actions on a job, each a `POST jobs/<cluster>/<id>/<action>`. */
 export type JobAction = 'cancel' | 'requeue' | 'hold' | 'release';
+
+/** Called with each step of an operation the caller started. */
+export type OperationProgress = (operation: IOperation) => void;
 
 /** Slurm states after which a job does nothing more. */
 export const FINISHED_STATES = new Set([
@@ -34,8 +39,11 @@ export class ClustersModel implements IDisposable {
   warning: string | null = null;
   /** Whether the first snapshot has arrived. */
   loaded = false;
+  /** Creates, scales and deletes by id: running, and finished ones the server still keeps. */
+  operations = new Map<string, IOperation>();
 
   constructor() {
+    this.cluster = ChosenCluster.load();
     this._connect();
   }
 
@@ -74,14 +82,43 @@ export class ClustersModel implements IDisposable {
     return job.elapsed + (Date.now() - since) / 1000;
   }
 
-  /** Show `name`'s jobs. */
-  selectCluster(name: string | null): void {
+  /** Show `name`'s jobs; a choice the user made is remembered across page reloads. */
+  selectCluster(name: string | null, remember = true): void {
+    if (remember && name) {
+      ChosenCluster.save(name);
+    }
     if (name !== this.cluster) {
       this.cluster = name;
       this._jobs.clear();
       this._sortedJobs = null;
       this._connect();
     }
+  }
+
+  /** What the panel shows of `cluster`'s operations: the running one, else the latest
+   * failure not yet dismissed. */
+  operationOf(cluster: string): IOperation | null {
+    let shown: IOperation | null = null;
+    for (const op of this.operations.values()) {
+      if (op.cluster === cluster && (op.state === 'RUNNING' || (op.state === 'FAILED' && !this._dismissed.has(op.id)))) {
+        shown = !shown || op.state === 'RUNNING' || shown.state !== 'RUNNING' ? op : shown;
+      }
+    }
+    return shown;
+  }
+
+  /** Operations to show of clusters that have no card: a create not yet listed, or one
+   * that failed (and was rolled back). */
+  get strayOperations(): IOperation[] {
+    const names = new Set(this.clusters.map(c => c.name));
+    const clusters = new Set([...this.operations.values()].map(op => op.cluster).filter(c => !names.has(c)));
+    return [...clusters].map(c => this.operationOf(c)).filter((op): op is IOperation => op !== null);
+  }
+
+  /** Stop showing a failed operation. */
+  dismiss(operationId: string): void {
+    this._dismissed.add(operationId);
+    this._emitChanged();
   }
 
   /** Start over from a fresh snapshot. */
@@ -94,28 +131,32 @@ export class ClustersModel implements IDisposable {
     this._upsert(await requestAPI<IJob>(path, { method: 'POST' }));
   }
 
-  async scale(cluster: string, pool: string, nodes: number): Promise<void> {
-    const updated = await requestAPI<ICluster>(`clusters/${enc(cluster)}/scale`, {
+  /** Scale a pool; resolves with the cluster once done, rejects with why it failed. */
+  async scale(cluster: string, pool: string, nodes: number, progress?: OperationProgress): Promise<ICluster> {
+    const started = await requestAPI<IOperation>(`clusters/${enc(cluster)}/scale`, {
       method: 'POST',
       body: JSON.stringify({ pool, nodes })
     });
-    this._replaceCluster(updated);
+    return (await this._follow(started, progress)).result!;
   }
 
-  async deleteCluster(name: string): Promise<void> {
-    await requestAPI<void>(`clusters/${enc(name)}`, { method: 'DELETE' });
+  /** Delete a cluster; resolves once it is gone. */
+  async deleteCluster(name: string, progress?: OperationProgress): Promise<void> {
+    const started = await requestAPI<IOperation>(`clusters/${enc(name)}`, { method: 'DELETE' });
+    await this._follow(started, progress);
     this.clusters = this.clusters.filter(c => c.name !== name);
     this._chooseCluster();
+    this._emitChanged();
   }
 
-  /** Create a cluster from a spec: an object, or its JSON or YAML text. */
-  async createCluster(spec: unknown): Promise<ICluster> {
-    const cluster = await requestAPI<ICluster>('clusters', {
+  /** Create a cluster from a spec (an object, or its JSON or YAML text); resolves with the
+   * cluster once every node is up. */
+  async createCluster(spec: unknown, progress?: OperationProgress): Promise<ICluster> {
+    const started = await requestAPI<IOperation>('clusters', {
       method: 'POST',
       body: JSON.stringify({ spec })
     });
-    this._replaceCluster(cluster);
-    return cluster;
+    return (await this._follow(started, progress)).result!;
   }
 
   get isDisposed(): boolean {
@@ -149,11 +190,15 @@ export class ClustersModel implements IDisposable {
         this.clusters = snapshot.clusters;
         this._jobs.clear();
         snapshot.jobs.forEach(job => this._upsert(job));
+        this._replaceOperations(snapshot.operations ?? []);
         this.warning = null;
         this.loaded = true;
         this._chooseCluster();
         break;
       }
+      case 'operation':
+        this._updateOperation(data as FeedEvent.IOperationEvent);
+        break;
       case 'clusters':
         this.clusters = (data as FeedEvent.IClusters).clusters;
         this.warning = null;
@@ -172,7 +217,100 @@ export class ClustersModel implements IDisposable {
   /** Keep the chosen cluster if it still exists, else choose the first there is. */
   private _chooseCluster(): void {
     if (!this.clusters.some(c => c.name === this.cluster)) {
-      this.selectCluster(this.clusters[0]?.name ?? null);
+      this.selectCluster(this.clusters[0]?.name ?? null, false);
+    }
+  }
+
+  // -- operations -------------------------------------------------------------------
+
+  /** Resolves with the operation once it is DONE; rejects with its error once FAILED. */
+  private _follow(started: IOperation, progress?: OperationProgress): Promise<IOperation> {
+    if (!this.operations.has(started.id)) {
+      this.operations.set(started.id, started); // the feed may have told of it already, and of more
+      this._emitChanged();
+    }
+    return new Promise<IOperation>((resolve, reject) => {
+      const follower: IFollower = { resolve, reject, progress };
+      this._followers.set(started.id, [...(this._followers.get(started.id) ?? []), follower]);
+      const current = this.operations.get(started.id)!;
+      progress?.(current);
+      this._settle(current);
+      void this._pollWhileOffline(started.id);
+    });
+  }
+
+  private _updateOperation(op: IOperation): void {
+    const before = this.operations.get(op.id);
+    if (before && before.state !== 'RUNNING' && op.state === 'RUNNING') {
+      return; // a late answer: an operation that ended never runs again
+    }
+    this.operations.set(op.id, op);
+    this._followers.get(op.id)?.forEach(f => f.progress?.(op));
+    this._settle(op);
+    if (op.state === 'DONE' && op.result && before?.state !== 'DONE') {
+      this._replaceCluster(op.result); // at once: the feed's clusters event follows
+    }
+    this._emitChanged();
+  }
+
+  private _settle(op: IOperation): void {
+    if (op.state === 'RUNNING') {
+      return;
+    }
+    const followers = this._followers.get(op.id) ?? [];
+    this._followers.delete(op.id);
+    for (const f of followers) {
+      if (op.state === 'DONE') {
+        f.resolve(op);
+      } else {
+        f.reject(new ApiError(500, op.error?.kind ?? 'Error', op.error?.message ?? `${op.action} failed`));
+      }
+    }
+  }
+
+  /** A (re)connected feed's operations replace ours; one we follow that the server no
+   * longer knows is asked for: gone means the server restarted meanwhile. */
+  private _replaceOperations(operations: IOperation[]): void {
+    const before = this.operations;
+    this.operations = new Map(
+      operations.map(op => {
+        const known = before.get(op.id); // an answer newer than the snapshot may have ended it
+        return [op.id, known && known.state !== 'RUNNING' && op.state === 'RUNNING' ? known : op];
+      })
+    );
+    this.operations.forEach(op => this._settle(op));
+    for (const id of this._followers.keys()) {
+      if (!this.operations.has(id)) {
+        this.operations.set(id, before.get(id)!); // _follow put it there
+        void this._ask(id);
+      }
+    }
+  }
+
+  /** While the feed is down, ask for a followed operation every few seconds. */
+  private async _pollWhileOffline(id: string): Promise<void> {
+    while (this._followers.has(id) && !this._disposed) {
+      await new Promise(resolve => setTimeout(resolve, OFFLINE_POLL_MS));
+      if (this._followers.has(id) && this.status !== 'open') {
+        await this._ask(id);
+      }
+    }
+  }
+
+  private async _ask(id: string): Promise<void> {
+    try {
+      this._updateOperation(await requestAPI<IOperation>(`operations/${enc(id)}`));
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) {
+        this._updateOperation({
+          ...this.operations.get(id)!,
+          state: 'FAILED',
+          error: {
+            kind: 'OperationLost',
+            message: 'the Jupyter server restarted while it ran; the cluster list shows how far it got'
+          }
+        });
+      } // else: the server is away; the next poll or snapshot asks again
     }
   }
 
@@ -203,12 +341,45 @@ export class ClustersModel implements IDisposable {
   }
 
   private _feed: EventFeed | null = null;
+  private _followers = new Map<string, IFollower[]>();
+  private _dismissed = new Set<string>();
   private _disposed = false;
   private _jobs = new Map<string, IJob>();
   private _sortedJobs: IJob[] | null = null;
   private _receivedAt = new Map<string, number>();
   private _frame = 0;
   private _changed = new Signal<this, void>(this);
+}
+
+/** Someone waiting for an operation to end. */
+interface IFollower {
+  resolve: (op: IOperation) => void;
+  reject: (error: Error) => void;
+  progress?: OperationProgress;
+}
+
+const OFFLINE_POLL_MS = 3000;
+
+/** The chosen cluster in the browser's storage, per server (its base URL): it outlives
+ * page reloads and `?reset`, and two servers on one host keep their own. */
+namespace ChosenCluster {
+  const key = () => `jupyter-gtc:cluster:${ServerConnection.makeSettings().baseUrl}`;
+
+  export function load(): string | null {
+    try {
+      return window.localStorage.getItem(key());
+    } catch {
+      return null; // storage disabled
+    }
+  }
+
+  export function save(name: string): void {
+    try {
+      window.localStorage.setItem(key(), name);
+    } catch {
+      // storage disabled or full: the choice lasts this page only
+    }
+  }
 }
 
 function enc(part: string): string {

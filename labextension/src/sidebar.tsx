@@ -7,6 +7,7 @@
 import {
   addIcon,
   Button,
+  closeIcon,
   deleteIcon,
   editIcon,
   HTMLSelect,
@@ -27,9 +28,9 @@ import { CommandRegistry } from '@lumino/commands';
 import { AccordionPanel, Panel } from '@lumino/widgets';
 import React, { useEffect, useState } from 'react';
 
-import { ICluster, IJob, INode } from './api';
+import { ICluster, IJob, INode, IOperation } from './api';
 import { CommandIDs } from './commands';
-import { clusterIcon } from './icons';
+import { clusterIcon, metricsIcon } from './icons';
 import { ClustersModel, FINISHED_STATES } from './model';
 
 export function createSidebar(
@@ -118,11 +119,24 @@ function ClusterList(props: {
   if (!model.loaded) {
     return <div className="jp-gtc-Empty">Loading…</div>;
   }
+  const stray = model.strayOperations.map(op => (
+    <div key={op.id} className="jp-gtc-Cluster jp-gtc-Cluster-stray" data-cluster={op.cluster}>
+      <div className="jp-gtc-Cluster-header">
+        <span className="jp-gtc-Cluster-name">{op.cluster}</span>
+      </div>
+      <OperationLine operation={op} onDismiss={() => model.dismiss(op.id)} />
+    </div>
+  ));
   if (model.clusters.length === 0) {
     return (
-      <div className="jp-gtc-Empty">
-        No clusters yet. Create one with the + button, <code>%%gtc_cluster</code>{' '}
-        in a notebook, or <code>gtc cluster create -f SPEC</code>.
+      <div className="jp-gtc-ClusterList">
+        {stray}
+        {stray.length === 0 && (
+          <div className="jp-gtc-Empty">
+            No clusters yet. Create one with the + button, <code>%%gtc_cluster</code>{' '}
+            in a notebook, or <code>gtc cluster create -f SPEC</code>.
+          </div>
+        )}
       </div>
     );
   }
@@ -134,9 +148,42 @@ function ClusterList(props: {
           cluster={cluster}
           selected={cluster.name === model.cluster}
           onSelect={() => model.selectCluster(cluster.name)}
+          operation={model.operationOf(cluster.name)}
+          onDismiss={id => model.dismiss(id)}
           commands={props.commands}
         />
       ))}
+      {stray}
+    </div>
+  );
+}
+
+const VERBS: Record<IOperation['action'], string> = { create: 'Creating', scale: 'Scaling', delete: 'Deleting' };
+
+/** A create, scale or delete of a cluster: "Creating… starting slurmd 2/3" while it runs,
+ * why it failed (until dismissed) once it has. */
+function OperationLine(props: { operation: IOperation; onDismiss: () => void }): JSX.Element {
+  const op = props.operation;
+  const verb = VERBS[op.action] ?? op.action;
+  if (op.state === 'RUNNING') {
+    return (
+      <div className="jp-gtc-Operation" data-state={op.state} data-action={op.action} role="status">
+        <span className="jp-gtc-Spinner" aria-hidden="true" />
+        <span className="jp-gtc-Operation-verb">{verb}…</span>{' '}
+        {op.message && <span className="jp-gtc-Operation-message">{op.message}</span>}
+      </div>
+    );
+  }
+  return (
+    <div className="jp-gtc-Operation jp-gtc-Operation-failed" data-state={op.state} data-action={op.action}>
+      <span className="jp-gtc-Operation-message">
+        {`${verb} failed: ${op.error?.message ?? 'no reason given'}`}
+      </span>
+      <ToolbarButtonComponent
+        icon={closeIcon}
+        tooltip="Dismiss"
+        onClick={() => props.onDismiss()}
+      />
     </div>
   );
 }
@@ -145,9 +192,12 @@ function ClusterCard(props: {
   cluster: ICluster;
   selected: boolean;
   onSelect: () => void;
+  operation: IOperation | null;
+  onDismiss: (operationId: string) => void;
   commands: CommandRegistry;
 }): JSX.Element {
-  const { cluster, commands } = props;
+  const { cluster, commands, operation } = props;
+  const busy = operation?.state === 'RUNNING';
   const nodes = cluster.nodes ?? [];
   const gpusUsed = nodes.reduce((sum, n) => sum + n.gpus_allocated, 0);
   const gpus = nodes.length ? nodes.reduce((sum, n) => sum + n.gpus, 0) : cluster.gpu_count;
@@ -173,16 +223,19 @@ function ClusterCard(props: {
         <ToolbarButtonComponent
           icon={editIcon}
           tooltip="Scale a pool"
+          enabled={!busy}
           dataset={{ command: CommandIDs.scalePool }}
           onClick={() => void commands.execute(CommandIDs.scalePool, args)}
         />
         <ToolbarButtonComponent
           icon={deleteIcon}
           tooltip="Delete this cluster"
+          enabled={!busy}
           dataset={{ command: CommandIDs.deleteCluster }}
           onClick={() => void commands.execute(CommandIDs.deleteCluster, args)}
         />
       </div>
+      {operation && <OperationLine operation={operation} onDismiss={() => props.onDismiss(operation.id)} />}
       <div className="jp-gtc-Cluster-detail">
         {[`${gpusUsed}/${gpus} GPUs allocated`, ...pools, `partitions: ${partitions}`].map((part, i) => (
           <span key={i} className={i === 0 ? 'jp-gtc-Cluster-gpus' : undefined}>
@@ -317,7 +370,7 @@ function JobList(props: {
   );
 }
 
-/** One job in two lines: name, id and elapsed; state, nodes and its actions. Memoized: a
+/** One job in two lines: name, id, user and elapsed; state, nodes and its actions. Memoized: a
  * clock tick re-renders only the running jobs, whose elapsed time changed. */
 const JobItem = React.memo(function JobItem(props: {
   job: IJob;
@@ -330,6 +383,11 @@ const JobItem = React.memo(function JobItem(props: {
       <div className="jp-gtc-Job-line">
         <span className="jp-gtc-Job-name">{job.name}</span>
         <span className="jp-gtc-Job-id">{job.id}</span>
+        {job.user && (
+          <span className="jp-gtc-Job-user" title="Slurm user">
+            {job.user}
+          </span>
+        )}
         <span className="jp-gtc-Job-elapsed" title="Elapsed">
           {props.elapsed}
         </span>
@@ -359,6 +417,7 @@ function JobActions({ job, commands }: { job: IJob; commands: CommandRegistry })
   return (
     <div className="jp-gtc-JobActions">
       {button(CommandIDs.openLog, textEditorIcon, 'Open the log')}
+      {button(CommandIDs.openMetrics, metricsIcon, 'Plot its metrics')}
       {!finished && button(CommandIDs.cancelJob, stopIcon, 'Cancel (scancel)')}
       {job.state === 'PENDING' && !held && button(CommandIDs.holdJob, pauseIcon, 'Hold: keep it from starting')}
       {held && button(CommandIDs.releaseJob, runIcon, 'Release: let it start')}
@@ -381,7 +440,11 @@ type StateKind = 'good' | 'active' | 'waiting' | 'bad';
 /** A state in the colour of its kind (theme colours: success, brand, warn, error). */
 function StateLabel(props: { state: string; kind: StateKind; detail?: string }): JSX.Element {
   return (
-    <span className={`jp-gtc-State jp-gtc-State-${props.kind}`} data-state={props.state}>
+    <span
+      className={`jp-gtc-State jp-gtc-State-${props.kind}`}
+      data-state={props.state}
+      title={props.detail ? `${props.state} · ${props.detail}` : undefined}
+    >
       {props.state}
       {props.detail && <span className="jp-gtc-State-detail"> · {props.detail}</span>}
     </span>

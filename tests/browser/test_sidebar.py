@@ -1,10 +1,17 @@
 """The "Training Clusters" sidebar in a real JupyterLab, in a real headless Chromium, on a
 real local Slurm cluster: nodes, live jobs (from the api and from a notebook's %%sbatch),
-cancel from the panel, a log tab that grows, light and dark themes, a server restart."""
+cancel, hold and release from the panel, a log tab that grows, a metrics plot that grows,
+create / scale / delete with their progress, the chosen cluster kept across a reload,
+light and dark themes, a server restart."""
 
 from __future__ import annotations
 
+import os
+import pwd
+import re
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,7 +20,7 @@ from playwright.sync_api import expect
 from jupyter_gtc import api
 from jupyter_gtc.state import JobRecord, default_home, open_store
 from tests.browser.lab import open_and_run_all, set_theme
-from tests.conftest import slurm, small_gpu_spec
+from tests.conftest import create_fails_halfway, slurm, small_gpu_spec
 from tests.server.api_client import wait_for
 
 SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="jupyter-gtc-sidebar"]'
@@ -101,6 +108,82 @@ def test_nodes_live_jobs_cancel_and_a_growing_log(jupyter_lab, page, cluster, sc
     assert not errors, errors
 
 
+def test_hold_then_release_a_pending_job_from_the_panel(jupyter_lab, page, cluster):
+    job = api.submit_job(cluster.name, "#!/bin/bash\nsleep 600\n", ["--job-name=later", "--begin=now+3600"])
+    open_lab_with_sidebar(jupyter_lab, page)
+    row = job_row(page, job.id)
+    state = row.locator(".jp-gtc-State")
+    expect(state).to_have_text("PENDING · BeginTime", timeout=15_000)
+    expect(row.locator(".jp-gtc-Job-user")).to_have_text(pwd.getpwuid(os.getuid()).pw_name)  # the Slurm user
+
+    row.locator('[data-command="jupyter-gtc:hold-job"]').click()
+    expect(state).to_contain_text("JobHeld", timeout=15_000)  # JobHeldAdmin as root, JobHeldUser otherwise
+    expect(row.locator('[data-command="jupyter-gtc:hold-job"]')).to_have_count(0)
+    assert job_reason(cluster, job) == "held"
+
+    row.locator('[data-command="jupyter-gtc:release-job"]').click()
+    expect(state).to_have_text("PENDING · BeginTime", timeout=15_000)
+    expect(row.locator('[data-command="jupyter-gtc:release-job"]')).to_have_count(0)
+    expect(row.locator('[data-command="jupyter-gtc:hold-job"]')).to_be_visible()
+    assert job_reason(cluster, job) == "waiting"
+
+
+def job_reason(cluster, job) -> str:
+    """Slurm's own word (squeue), not the panel's."""
+    reason = slurm(cluster.name, "squeue", "-h", "-j", job.id, "-o", "%r").stdout.strip()
+    return "held" if reason.startswith("JobHeld") else "waiting" if reason == "BeginTime" else reason
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_metrics_tab_plots_a_training_job_as_it_writes(jupyter_lab, page, cluster, screenshots):
+    """examples/train/tiny_regression.py writes TensorBoard scalars (train/loss, train/lr,
+    progress/total_steps) under AIP_TENSORBOARD_LOG_DIR, as in notebooks/metrics.ipynb."""
+    script = (f'#!/bin/bash\n"{sys.executable}" "{EXAMPLES}/train/tiny_regression.py" '
+              "--steps 600 --step_delay 0.05\n")
+    job = api.submit_job(cluster.name, script, ["--job-name=tiny", "--cpus-per-task=2"])
+    open_lab_with_sidebar(jupyter_lab, page)
+    row = job_row(page, job.id)
+    expect(row.locator(".jp-gtc-State")).to_have_text("RUNNING", timeout=30_000)
+    row.locator('[data-command="jupyter-gtc:open-metrics"]').click()
+    expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tabLabel", has_text="tiny")).to_be_visible(timeout=10_000)
+    loss = page.locator('.jp-gtc-Metrics path[data-tag="train/loss"]')
+    expect(loss).to_have_count(1, timeout=90_000)  # torch's import takes a while on a busy machine
+    first = wait_for(lambda: points(loss), timeout=30, what="train/loss points")
+    assert points(page.locator('.jp-gtc-Metrics path[data-tag="train/lr"]')) > 0
+    # progress/total_steps is listed, but not drawn: a bookkeeping tag.
+    expect(page.locator('.jp-gtc-Metrics-tag[data-tag="progress/total_steps"] input')).not_to_be_checked()
+    expect(page.locator('.jp-gtc-Metrics path[data-tag="progress/total_steps"]')).to_have_count(0)
+    grown = wait_for(lambda: (n := points(loss)) >= first + 10 and n, timeout=30, what="the plot to grow")
+    print(f"train/loss points: {first} -> {grown}")
+    assert api.get_job(job.id, cluster.name).state == "RUNNING"  # it grew while the job trained
+
+    # Hovering shows the step and each tag's value there; a log scale redraws.
+    box = page.locator(".jp-gtc-Metrics-chart svg").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
+    expect(page.locator(".jp-gtc-Metrics-cursor")).to_contain_text("step ")
+    page.locator(".jp-gtc-Metrics-logy input").check()
+    expect(loss).to_have_count(1)
+    for theme, name in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+        set_theme(page, theme)
+        page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.5)
+        expect(page.locator(".jp-gtc-Metrics-hover circle")).to_have_count(2)  # on train/loss and train/lr
+        page.screenshot(path=str(screenshots / f"metrics_tab_{name}.png"))
+    set_theme(page, "JupyterLab Light")
+
+    job.cancel()
+    expect(page.locator(".jp-gtc-Metrics-status")).to_have_text("The job has finished.", timeout=15_000)
+    errors = [line for line in page.console_log if line.startswith("[pageerror]")]
+    assert not errors, errors
+
+
+def points(path) -> int:
+    """How many points the chart holds for a line (every point, not only those drawn)."""
+    value = path.get_attribute("data-points") if path.count() else None
+    return int(value or 0)
+
+
 def test_a_job_from_a_notebook_cell_shows_and_its_cancel_reaches_the_notebook(jupyter_lab, page, cluster,
                                                                                screenshots):
     cells = ["%load_ext jupyter_gtc",
@@ -118,9 +201,23 @@ def test_a_job_from_a_notebook_cell_shows_and_its_cancel_reaches_the_notebook(ju
     page.screenshot(path=str(screenshots / "sidebar_with_notebook.png"))
 
 
-def test_create_from_a_spec_file_scale_and_delete_with_a_confirmation(jupyter_lab, page, slurm_available,
-                                                                     screenshots):
-    (jupyter_lab.root_dir / "scratch.yaml").write_text(yaml.safe_dump(small_gpu_spec("scratch", nodes=1)))
+# Every text an operation line (.jp-gtc-Operation) shows, in order: a create may take
+# less than a second, so the test records the lines as they render instead of looking.
+RECORD_OPERATIONS = """
+window.__operations = [];
+new MutationObserver(() => {
+  for (const line of document.querySelectorAll('.jp-gtc-Operation')) {
+    const text = line.textContent;
+    if (window.__operations[window.__operations.length - 1] !== text) window.__operations.push(text);
+  }
+}).observe(document, { subtree: true, childList: true, characterData: true });
+"""
+
+
+def test_create_scale_and_delete_show_their_progress_and_the_choice_outlives_a_reload(
+        jupyter_lab, page, cluster, screenshots):
+    (jupyter_lab.root_dir / "scratch.yaml").write_text(yaml.safe_dump(small_gpu_spec("scratch", nodes=2)))
+    page.add_init_script(RECORD_OPERATIONS)
     open_lab_with_sidebar(jupyter_lab, page)
     try:
         page.locator('#jupyter-gtc-sidebar [data-command="jupyter-gtc:create-cluster"]').click()
@@ -128,23 +225,80 @@ def test_create_from_a_spec_file_scale_and_delete_with_a_confirmation(jupyter_la
         dialog.locator("input").fill("scratch.yaml")
         dialog.locator(".jp-mod-accept").click()
         card = page.locator('.jp-gtc-Cluster[data-cluster="scratch"]')
-        expect(card.locator('tr[data-node="gpu-0"]')).to_be_visible(timeout=30_000)
+        expect(card.locator('tr[data-node="gpu-1"]')).to_be_visible(timeout=60_000)
+        expect(card.locator(".jp-gtc-Cluster-header .jp-gtc-State")).to_have_text("RUNNING")
+        expect(card.locator(".jp-gtc-Operation")).to_have_count(0)  # done: the card's state says the rest
+        expect(page.locator(".jp-toastContainer", has_text="Cluster scratch is running")).to_be_visible()
+        shown = page.evaluate("() => window.__operations")
+        print("operation lines while creating:", shown)
+        assert shown and all(text.startswith("Creating…") for text in shown), shown
+        assert any("slurmd" in text for text in shown), shown  # "Creating… starting slurmd 1/2", ...
 
+        # The chosen cluster outlives a reload, even one that resets JupyterLab's workspace.
+        card.locator(".jp-gtc-Cluster-name").click()
+        expect(card).to_have_class(re.compile("jp-mod-selected"))
+        open_lab_with_sidebar(jupyter_lab, page)
+        expect(card).to_have_class(re.compile("jp-mod-selected"), timeout=30_000)
+        expect(page.locator(f'.jp-gtc-Cluster[data-cluster="{cluster.name}"]')).not_to_have_class(
+            re.compile("jp-mod-selected"))
+        jobs_title = page.locator("#jupyter-gtc-sidebar .lm-AccordionPanel-title", has_text="Jobs on scratch")
+        expect(jobs_title).to_be_visible()
+
+        page.evaluate("() => window.__operations.splice(0)")
         card.locator('[data-command="jupyter-gtc:scale-pool"]').click()
-        dialog.locator("input").fill("2")
+        dialog.locator("input").fill("3")
         dialog.locator(".jp-mod-accept").click()
-        expect(card.locator('tr[data-node="gpu-1"]')).to_be_visible(timeout=30_000)
-        assert len(api.get_cluster("scratch").nodes) == 2
+        expect(card.locator('tr[data-node="gpu-2"]')).to_be_visible(timeout=60_000)
+        assert len(api.get_cluster("scratch").nodes) == 3
+        shown = page.evaluate("() => window.__operations.splice(0)")
+        print("operation lines while scaling:", shown)
+        assert shown and all(text.startswith("Scaling…") for text in shown), shown
 
         card.locator('[data-command="jupyter-gtc:delete-cluster"]').click()
         expect(dialog).to_contain_text("Delete cluster scratch?")
         page.screenshot(path=str(screenshots / "sidebar_delete_dialog.png"))
         dialog.locator(".jp-mod-accept").click()
-        expect(card).to_have_count(0, timeout=30_000)
+        expect(card).to_have_count(0, timeout=60_000)
         assert "scratch" not in [c.name for c in api.list_clusters(with_status=False)]
+        shown = page.evaluate("() => window.__operations.splice(0)")
+        print("operation lines while deleting:", shown)
+        assert all(text.startswith("Deleting…") for text in shown), shown
+        # Its jobs' place goes to the cluster left.
+        expect(page.locator(f'.jp-gtc-Cluster[data-cluster="{cluster.name}"]')).to_have_class(
+            re.compile("jp-mod-selected"))
     finally:
         if "scratch" in [c.name for c in api.list_clusters(with_status=False)]:
+            wait_for(lambda: all(op.finished for op in api.cluster_operations().list()), timeout=120)
             api.delete_cluster("scratch")
+
+
+def test_a_create_that_fails_says_why_in_the_panel_until_dismissed(jupyter_lab, page, cluster, screenshots):
+    (jupyter_lab.root_dir / "doomed.yaml").write_text(yaml.safe_dump(small_gpu_spec("doomed", nodes=1)))
+    (jupyter_lab.root_dir / "taken.yaml").write_text(yaml.safe_dump(small_gpu_spec(cluster.name, nodes=1)))
+    open_lab_with_sidebar(jupyter_lab, page)
+    dialog = page.locator(".jp-Dialog")
+
+    def create(path: str) -> None:
+        page.locator('#jupyter-gtc-sidebar [data-command="jupyter-gtc:create-cluster"]').click()
+        dialog.locator("input").fill(path)
+        dialog.locator(".jp-mod-accept").click()
+
+    with create_fails_halfway("doomed") as blocker:
+        create("doomed.yaml")
+        # Failed after it started, and rolled back: no card, but a line that says why.
+        failed = page.locator('.jp-gtc-Cluster-stray[data-cluster="doomed"] .jp-gtc-Operation[data-state="FAILED"]')
+        expect(failed).to_contain_text("Creating failed:", timeout=60_000)
+        expect(failed).to_contain_text(str(blocker))
+        expect(page.locator(".jp-toastContainer", has_text="failed")).to_be_visible()
+        page.locator("#jupyter-gtc-sidebar").screenshot(path=str(screenshots / "sidebar_create_failed.png"))
+    assert "doomed" not in [c.name for c in api.list_clusters(with_status=False)]
+    failed.locator(".jp-ToolbarButtonComponent").click()  # dismiss
+    expect(page.locator('.jp-gtc-Cluster[data-cluster="doomed"]')).to_have_count(0)
+
+    # A taken name is refused before anything starts: a toast says why, nothing else changes.
+    create("taken.yaml")
+    expect(page.locator(".jp-toastContainer", has_text="already exists")).to_be_visible(timeout=15_000)
+    expect(page.locator(".jp-gtc-Cluster")).to_have_count(len(api.list_clusters(with_status=False)))
 
 
 LONG_TASKS = """

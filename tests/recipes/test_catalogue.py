@@ -23,7 +23,7 @@ def test_the_script_is_srun_torchrun_meeting_at_the_first_node_with_flags_as_arg
 def test_flags_come_from_the_recipe_the_config_then_the_user():
     sft = get_recipe("sft")
     assert recipe_args(sft, sft.config("tiny-lora"), "/m o'del", ["--max-steps", "5"]) == [
-        "--lora", "--init-from", "/m o'del", "--max-steps", "5"]
+        "--lora", "--max-steps", "300", "--batch-size", "16", "--init-from", "/m o'del", "--max-steps", "5"]
     assert recipe_args(get_recipe("gemma-pretrain"), get_recipe("gemma-pretrain").config("tiny"), None, []) == [
         "--model", "gemma", "--size", "tiny"]
 

@@ -15,6 +15,7 @@ ROUTES = [
     ("POST", "clusters/any/scale"), ("GET", "jobs"), ("GET", "jobs?cluster=any"), ("GET", "jobs/any/1"),
     ("POST", "jobs/any/1/cancel"), ("POST", "jobs/any/1/requeue"), ("POST", "jobs/any/1/hold"),
     ("POST", "jobs/any/1/release"), ("GET", "jobs/any/1/log?offset=0"), ("GET", "jobs/any/1/metrics?since=0"),
+    ("GET", "operations"), ("GET", "operations/any"),
 ]
 
 
@@ -53,24 +54,30 @@ def _cookie_login(server) -> dict[str, str]:
     return cookies
 
 
-def test_writes_with_a_login_cookie_need_the_xsrf_token(jupyter_server):
+WRITES = [("POST", "jobs/none/1/cancel", b"", "JobNotFound"),
+          ("POST", "clusters/none/scale", b'{"pool": "gpu", "nodes": 2}', "ClusterNotFound"),
+          ("DELETE", "clusters/none", None, "ClusterNotFound")]
+
+
+@pytest.mark.parametrize(("method", "write", "payload", "kind"), WRITES)
+def test_writes_with_a_login_cookie_need_the_xsrf_token(jupyter_server, method, write, payload, kind):
     cookies = _cookie_login(jupyter_server)
     cookie_header = {"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())}
-    write = "jobs/none/1/cancel"
 
     # Reads need only the cookie.
-    status, body = call(jupyter_server, "GET", "clusters", token=False, headers=cookie_header)
-    assert status == 200 and "clusters" in body
+    for read in ("clusters", "operations"):
+        status, body = call(jupyter_server, "GET", read, token=False, headers=cookie_header)
+        assert status == 200 and read in body
     # A write without the XSRF header is refused before it reaches the handler...
-    status, body = call(jupyter_server, "POST", write, b"", token=False, headers=cookie_header)
+    status, body = call(jupyter_server, method, write, payload, token=False, headers=cookie_header)
     assert status == 403 and "_xsrf" in body["message"], body
-    # ... and with it, reaches it (no such job: 404 from the api, not 403).
-    status, body = call(jupyter_server, "POST", write, b"", token=False,
+    # ... and with it, reaches it (nothing of that name: 404 from the api, not 403).
+    status, body = call(jupyter_server, method, write, payload, token=False,
                         headers={**cookie_header, "X-XSRFToken": cookies["_xsrf"]})
-    assert status == 404 and body["kind"] == "JobNotFound", body
+    assert status == 404 and body["kind"] == kind, body
     # A token (what JupyterLab sends in its Authorization header) needs no XSRF token.
-    status, body = call(jupyter_server, "POST", write, b"")
-    assert status == 404 and body["kind"] == "JobNotFound", body
+    status, body = call(jupyter_server, method, write, payload)
+    assert status == 404 and body["kind"] == kind, body
 
 
 def test_errors_are_json_with_kind_and_message_only(jupyter_server):
@@ -82,6 +89,8 @@ def test_errors_are_json_with_kind_and_message_only(jupyter_server):
         ("POST", "clusters/none/scale", {"pool": "gpu", "nodes": "two"}, 400, "BadRequest"),
         ("GET", "jobs/none/7/log?offset=minus", None, 400, "BadRequest"),
         ("GET", "jobs/none/7/log?offset=-5", None, 400, "BadRequest"),
+        ("GET", "operations/none", None, 404, "OperationNotFound"),
+        ("DELETE", "clusters/none", None, 404, "ClusterNotFound"),
     ]:
         status, body = call(jupyter_server, method, path, payload)
         assert (status, body["kind"]) == (status_wanted, kind), (method, path, body)

@@ -3,16 +3,20 @@ cancel, hold, release, requeue."""
 
 from __future__ import annotations
 
+import os
+import pwd
+
 import pytest
 
 from jupyter_gtc import api
 from tests.server.api_client import call, ok, wait_for
 
-# Writes UTF-8 text (two-byte characters, so small reads must not split one), and a
-# hypertune report, the way cloudml-hypertune writes it.
+# Writes UTF-8 text (two-byte characters, so small reads must not split one), and two
+# hypertune reports, the way cloudml-hypertune writes them, the second a NaN.
 WRITER = r"""#!/bin/bash
 for i in $(seq 1 20); do echo "héllo wörld line $i"; done
 echo '{"loss": "0.25", "global_step": "3", "timestamp": 1700000000.0}' > "$CLOUD_ML_HP_METRIC_FILE"
+echo '{"loss": "nan", "global_step": "4", "timestamp": 1700000001.0}' >> "$CLOUD_ML_HP_METRIC_FILE"
 """
 LATER = "#!/bin/bash\nsleep 600\n"
 
@@ -31,7 +35,8 @@ def test_a_finished_job_is_listed_and_described(jupyter_server, rest_cluster, fi
     listed = next(j for j in jobs if j["id"] == finished_job.id)
     assert listed["name"] == "writer" and listed["state"] == "COMPLETED" and listed["exit_code"] == 0
     assert set(listed) == {"cluster", "id", "name", "state", "exit_code", "nodes", "elapsed", "job_dir", "tasks",
-                           "submitted_at", "reason"}
+                           "submitted_at", "reason", "user"}
+    assert listed["user"] == pwd.getpwuid(os.getuid()).pw_name  # squeue's user_name: who submitted it
     by_name = ok(jupyter_server, "GET", f"jobs/{rest_cluster.name}/writer")  # a name works as everywhere else
     assert by_name["id"] == finished_job.id and by_name["nodes"]
 
@@ -59,9 +64,12 @@ def test_the_log_is_read_in_ranges_that_never_split_a_character(jupyter_server, 
 def test_metrics_are_read_from_a_cursor(jupyter_server, rest_cluster, finished_job):
     path = f"jobs/{rest_cluster.name}/{finished_job.id}/metrics"
     first = ok(jupyter_server, "GET", path)
-    assert [(s["tag"], s["step"], s["value"]) for s in first["scalars"]] == [("loss", 3, 0.25)]
-    assert first["next"] == 1
-    assert ok(jupyter_server, "GET", f"{path}?since=1") == {"scalars": [], "next": 1}
+    # A NaN (a diverged loss) is null: the browser's JSON.parse refuses Python's NaN.
+    assert [(s["tag"], s["step"], s["value"]) for s in first["scalars"]] == [("loss", 3, 0.25), ("loss", 4, None)]
+    assert first["next"] == 2 and first["finished"] is True
+    assert ok(jupyter_server, "GET", f"{path}?since=2") == {"scalars": [], "next": 2, "finished": True}
+    second = ok(jupyter_server, "GET", f"{path}?since=1")
+    assert [s["step"] for s in second["scalars"]] == [4] and second["next"] == 2
 
 
 def test_hold_release_cancel_and_requeue(jupyter_server, rest_cluster):

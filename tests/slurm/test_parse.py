@@ -82,15 +82,17 @@ def test_squeue_json_jobs_and_array_tasks():
     task = jobs["2_1"]
     assert (task.state, task.array_job_id, task.array_task_id, task.parent_id) == ("RUNNING", "2", 1, "2")
     assert task.exit_code is None and task.end_time is None and not task.finished
+    assert {j.user for j in jobs.values()} == {"root"}  # squeue's user_name
 
 
 def test_squeue_json_of_newer_slurm_releases():
     newer = {"jobs": [{"job_id": 7, "job_state": ["COMPLETED"], "exit_code": {"set": True, "number": 0},
                        "array_job_id": {"set": True, "number": 0}, "array_task_id": {"set": False, "number": 0},
                        "start_time": {"set": True, "number": 100}, "end_time": {"set": True, "number": 160},
-                       "name": "n", "nodes": "a-0", "state_reason": "None"}]}
+                       "name": "n", "nodes": "a-0", "state_reason": "None", "user_name": "ada"}]}
     [job] = parse_squeue_json(json.dumps(newer))
     assert (job.job_id, job.state, job.exit_code, job.end_time, job.reason) == ("7", "COMPLETED", 0, 160.0, None)
+    assert job.user == "ada"
 
 
 def test_signals_become_128_plus_the_signal():
@@ -103,6 +105,7 @@ def test_jobcomp_lines():
     assert [(j.job_id, j.state, j.exit_code) for j in jobs] == [
         ("1", "FAILED", 3), ("2_1", "CANCELLED", 0), ("2_0", "CANCELLED", 0)]
     assert jobs[0].end_time is not None and jobs[1].parent_id == "2"
+    assert jobs[0].user == "root"  # from UserId=root(0)
 
 
 def test_squeue_json_errors_are_raised_not_read_as_an_empty_queue():

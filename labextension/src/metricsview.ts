@@ -1,0 +1,484 @@
+/**
+ * A job's scalars as a live line chart in a main-area tab: one line per tag (x = step), a
+ * tag picker that shows each tag's latest value, a log-y toggle, and the values under the
+ * pointer. It follows the job by cursor reads (`GET jobs/<cluster>/<id>/metrics?since=N`):
+ * each read asks only for points it has not had.
+ *
+ * Drawn as SVG with theme variables (axes, grid, and a palette that base.css sets for light
+ * and dark themes). A long series is thinned to each pixel column's first, lowest, highest
+ * and last point, so it draws fast and spikes stay visible; all points are kept.
+ */
+import { MainAreaWidget } from '@jupyterlab/apputils';
+import { Message } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+
+import { IJob, IMetricsChunk, IScalar, requestAPI } from './api';
+import { metricsIcon } from './icons';
+
+const FOLLOW_MS = 1000; // while the job runs
+const FINISHED_MS = 5000; // after: a requeued job writes again
+const RETRY_MS = 3000; // while the server cannot be reached
+const PALETTE_SIZE = 10; // --jp-gtc-series-0 ... -9 in base.css
+const MARGIN = { left: 60, right: 16, top: 12, bottom: 38 };
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+/** One line: a tag, or a tag of an event file below the log dir (`tag (run)`). */
+interface ISeries {
+  key: string;
+  steps: number[];
+  values: (number | null)[];
+  shown: boolean;
+  color: number;
+  /** Its row in the tag picker. */
+  row: HTMLElement;
+  value: HTMLElement;
+}
+
+export class JobMetrics extends Widget {
+  constructor(
+    readonly cluster: string,
+    readonly jobId: string
+  ) {
+    super();
+    this.addClass('jp-gtc-Metrics');
+    this.node.dataset.points = '0';
+
+    const toolbar = element('div', 'jp-gtc-Metrics-toolbar');
+    this._status = element('span', 'jp-gtc-Metrics-status');
+    this._cursor = element('span', 'jp-gtc-Metrics-cursor');
+    const logY = element('label', 'jp-gtc-Metrics-logy');
+    this._logY = document.createElement('input');
+    this._logY.type = 'checkbox';
+    this._logY.addEventListener('change', () => this._scheduleDraw());
+    logY.append(this._logY, ' log y');
+    toolbar.append(this._status, this._cursor, logY);
+
+    const body = element('div', 'jp-gtc-Metrics-body');
+    this._chart = element('div', 'jp-gtc-Metrics-chart');
+    this._svg = document.createElementNS(SVG_NS, 'svg');
+    this._chart.append(this._svg);
+    this._empty = element('div', 'jp-gtc-Metrics-empty');
+    this._empty.textContent =
+      'No scalars yet. A job writes them with a TensorBoard SummaryWriter under ' +
+      '$AIP_TENSORBOARD_LOG_DIR, or reports them with cloudml-hypertune.';
+    this._chart.append(this._empty);
+    this._tags = element('ul', 'jp-gtc-Metrics-tags');
+    this._tags.setAttribute('aria-label', 'Tags');
+    body.append(this._chart, this._tags);
+    this.node.append(toolbar, body);
+
+    this._svg.addEventListener('mousemove', event => this._hover(event));
+    this._svg.addEventListener('mouseleave', () => this._hover(null));
+    void this._follow();
+  }
+
+  /** Points held per line, by its key. */
+  get pointCounts(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    this._series.forEach(s => (counts[s.key] = s.steps.length));
+    return counts;
+  }
+
+  protected onAfterShow(msg: Message): void {
+    this._scheduleDraw();
+  }
+
+  protected onResize(msg: Widget.ResizeMessage): void {
+    this._scheduleDraw();
+  }
+
+  protected onBeforeDetach(msg: Message): void {
+    cancelAnimationFrame(this._frame);
+    this._frame = 0;
+  }
+
+  // -- reading ------------------------------------------------------------------------
+
+  private async _follow(): Promise<void> {
+    const path = `jobs/${encodeURIComponent(this.cluster)}/${encodeURIComponent(this.jobId)}/metrics`;
+    while (!this.isDisposed) {
+      let delay = FOLLOW_MS;
+      try {
+        const chunk = await requestAPI<IMetricsChunk>(`${path}?since=${this._next}`);
+        this._next = chunk.next;
+        this._add(chunk.scalars);
+        if (chunk.finished) {
+          delay = chunk.scalars.length ? 0 : FINISHED_MS; // read to the end, then rest
+        }
+        this._setStatus(chunk.finished ? 'The job has finished.' : 'Following the job’s scalars as it writes them…');
+      } catch (error) {
+        this._setStatus(`Cannot read the metrics: ${(error as Error).message}. Retrying…`);
+        delay = RETRY_MS;
+      }
+      await new Promise(resolve => setTimeout(resolve, delay));
+    }
+  }
+
+  private _add(scalars: IScalar[]): void {
+    if (!scalars.length) {
+      return;
+    }
+    for (const s of scalars) {
+      const key = s.run ? `${s.tag} (${s.run})` : s.tag;
+      const series = this._series.get(key) ?? this._newSeries(key);
+      series.steps.push(s.step);
+      series.values.push(s.value);
+    }
+    let total = 0;
+    this._series.forEach(s => {
+      total += s.steps.length;
+      s.value.textContent = formatValue(lastValue(s));
+    });
+    this.node.dataset.points = String(total);
+    this._scheduleDraw();
+  }
+
+  private _newSeries(key: string): ISeries {
+    const color = this._series.size % PALETTE_SIZE;
+    const row = element('li', 'jp-gtc-Metrics-tag');
+    row.dataset.tag = key;
+    const label = element('label', '');
+    const box = document.createElement('input');
+    box.type = 'checkbox';
+    // `progress/...` (total steps, for the job panel's progress bar) is bookkeeping, not a curve.
+    box.checked = !key.startsWith('progress/');
+    const swatch = element('span', `jp-gtc-Metrics-swatch jp-gtc-Series-${color}`);
+    const name = element('span', 'jp-gtc-Metrics-tagName');
+    name.textContent = key;
+    name.title = key;
+    const value = element('span', 'jp-gtc-Metrics-value');
+    label.append(box, swatch, name, value);
+    row.append(label);
+    const series: ISeries = { key, steps: [], values: [], shown: box.checked, color, row, value };
+    box.addEventListener('change', () => {
+      series.shown = box.checked;
+      this._scheduleDraw();
+    });
+    const after = [...this._series.keys()].sort().find(k => k > key);
+    this._tags.insertBefore(row, after ? this._series.get(after)!.row : null); // tags in order of name
+    this._series.set(key, series);
+    return series;
+  }
+
+  private _setStatus(message: string): void {
+    if (this._status.textContent !== message) {
+      this._status.textContent = message;
+    }
+  }
+
+  // -- drawing ------------------------------------------------------------------------
+
+  private _scheduleDraw(): void {
+    if (!this._frame && this.isVisible) {
+      this._frame = requestAnimationFrame(() => {
+        this._frame = 0;
+        this._draw();
+      });
+    }
+  }
+
+  private _draw(): void {
+    const width = this._chart.clientWidth;
+    const height = this._chart.clientHeight;
+    const svg = this._svg;
+    svg.replaceChildren();
+    svg.setAttribute('width', String(width));
+    svg.setAttribute('height', String(height));
+    this._empty.hidden = this._series.size > 0;
+    const shown = [...this._series.values()].filter(s => s.shown && s.steps.length);
+    this._scales = null;
+    if (!shown.length || width < MARGIN.left + MARGIN.right + 20 || height < MARGIN.top + MARGIN.bottom + 20) {
+      return;
+    }
+    const log = this._logY.checked;
+    const finite = (v: number | null) => v !== null && Number.isFinite(v) && (!log || v > 0);
+    const x = extent(([] as number[]).concat(...shown.map(s => range(s.steps, () => true))));
+    const y = extent(([] as number[]).concat(...shown.map(s => range(s.values, finite))));
+    if (!x || !y) {
+      return;
+    }
+    const plot = { left: MARGIN.left, top: MARGIN.top, right: width - MARGIN.right, bottom: height - MARGIN.bottom };
+    const [y0, y1] = log ? [y[0] / 1.2, y[1] * 1.2] : padded(y[0], y[1]);
+    const yTicks = log ? logTicks(y0, y1) : niceTicks(y0, y1);
+    const xTicks = niceTicks(x[0], x[1]).filter(t => Number.isInteger(t));
+    const [x0, x1] = x[0] === x[1] ? [x[0] - 1, x[1] + 1] : x;
+    const toY = log ? (v: number) => Math.log10(v) : (v: number) => v;
+    const sx = (step: number) => plot.left + ((step - x0) / (x1 - x0)) * (plot.right - plot.left);
+    const sy = (v: number) => plot.bottom - ((toY(v) - toY(y0)) / (toY(y1) - toY(y0))) * (plot.bottom - plot.top);
+
+    const grid = svgElement('g', 'jp-gtc-Metrics-grid');
+    const axes = svgElement('g', 'jp-gtc-Metrics-axes');
+    for (const t of yTicks.filter(t => t >= y0 && t <= y1)) {
+      grid.append(line(plot.left, sy(t), plot.right, sy(t)));
+      axes.append(text(plot.left - 6, sy(t), formatTick(t), 'end', '0.32em'));
+    }
+    for (const t of xTicks.filter(t => t >= x0 && t <= x1)) {
+      grid.append(line(sx(t), plot.top, sx(t), plot.bottom));
+      axes.append(text(sx(t), plot.bottom + 16, formatTick(t), 'middle', '0'));
+    }
+    axes.append(line(plot.left, plot.bottom, plot.right, plot.bottom), line(plot.left, plot.top, plot.left, plot.bottom));
+    axes.append(text((plot.left + plot.right) / 2, height - 6, 'step', 'middle', '0'));
+    svg.append(grid, axes);
+
+    const lines = svgElement('g', 'jp-gtc-Metrics-lines');
+    for (const s of shown) {
+      const path = svgElement('path', `jp-gtc-Metrics-line jp-gtc-Series-${s.color}`);
+      path.setAttribute('d', pathData(s, sx, sy, log));
+      path.dataset.tag = s.key;
+      path.dataset.points = String(s.steps.length);
+      lines.append(path);
+    }
+    svg.append(lines);
+    this._scales = { sx, sy, x0, x1, plot, shown, log };
+    this._hover(this._lastPointer);
+  }
+
+  /** A rule at the step under the pointer, a dot on each line, and their values in the picker. */
+  private _hover(event: MouseEvent | null): void {
+    this._lastPointer = event;
+    this._svg.querySelector('.jp-gtc-Metrics-hover')?.remove();
+    const scales = this._scales;
+    const px = event ? event.clientX - this._svg.getBoundingClientRect().left : NaN;
+    if (!scales || !event || px < scales.plot.left || px > scales.plot.right) {
+      this._cursor.textContent = '';
+      this._series.forEach(s => (s.value.textContent = formatValue(lastValue(s))));
+      return;
+    }
+    const { sx, sy, x0, x1, plot } = scales;
+    const step = x0 + ((px - plot.left) / (plot.right - plot.left)) * (x1 - x0);
+    const group = svgElement('g', 'jp-gtc-Metrics-hover');
+    group.append(line(sx(step), plot.top, sx(step), plot.bottom));
+    let nearestStep: number | null = null;
+    this._series.forEach(s => {
+      const i = nearest(s.steps, step);
+      const v = i < 0 ? null : s.values[i];
+      s.value.textContent = i < 0 ? '' : formatValue(v);
+      if (i >= 0 && s.shown && v !== null && (!scales.log || v > 0)) {
+        const dot = svgElement('circle', `jp-gtc-Series-${s.color}`);
+        dot.setAttribute('cx', String(sx(s.steps[i])));
+        dot.setAttribute('cy', String(sy(v)));
+        dot.setAttribute('r', '3');
+        group.append(dot);
+        nearestStep = s.steps[i];
+      }
+    });
+    this._svg.append(group);
+    this._cursor.textContent = nearestStep === null ? '' : `step ${nearestStep}`;
+  }
+
+  private _series = new Map<string, ISeries>();
+  private _next = 0;
+  private _frame = 0;
+  private _lastPointer: MouseEvent | null = null;
+  private _scales: {
+    sx: (step: number) => number;
+    sy: (value: number) => number;
+    x0: number;
+    x1: number;
+    plot: { left: number; top: number; right: number; bottom: number };
+    shown: ISeries[];
+    log: boolean;
+  } | null = null;
+  private _status: HTMLElement;
+  private _cursor: HTMLElement;
+  private _logY: HTMLInputElement;
+  private _chart: HTMLElement;
+  private _svg: SVGSVGElement;
+  private _empty: HTMLElement;
+  private _tags: HTMLElement;
+}
+
+/** The tab, titled with the job's name once known. */
+export function createMetricsTab(cluster: string, jobId: string): MainAreaWidget<JobMetrics> {
+  const content = new JobMetrics(cluster, jobId);
+  const tab = new MainAreaWidget({ content });
+  tab.id = `jupyter-gtc-metrics-${cluster}-${jobId}`;
+  tab.title.icon = metricsIcon;
+  tab.title.label = `Job ${jobId} metrics`;
+  tab.title.caption = `Metrics of job ${jobId} on ${cluster}`;
+  tab.title.closable = true;
+  requestAPI<IJob>(`jobs/${encodeURIComponent(cluster)}/${encodeURIComponent(jobId)}`)
+    .then(job => {
+      tab.title.label = `${job.name} ${job.id} metrics`;
+      tab.title.caption = `Metrics of job ${job.id} (${job.name}) on ${cluster}: ${job.job_dir}/logs`;
+    })
+    .catch(() => undefined); // the view reports what is wrong
+  return tab;
+}
+
+// -- the chart's arithmetic ------------------------------------------------------------
+
+/** The SVG path of a line, thinned to each pixel column's first, lowest, highest and last
+ * point; a null (NaN) or, on a log scale, a value <= 0 breaks the line. */
+function pathData(
+  s: ISeries,
+  sx: (step: number) => number,
+  sy: (v: number) => number,
+  log: boolean
+): string {
+  const parts: string[] = [];
+  let pen = false;
+  let column = NaN;
+  let bucket: number[] = []; // indices of the current column's points
+  const flush = () => {
+    if (!bucket.length) {
+      return;
+    }
+    let lo = bucket[0];
+    let hi = bucket[0];
+    for (const i of bucket) {
+      lo = s.values[i]! < s.values[lo]! ? i : lo;
+      hi = s.values[i]! > s.values[hi]! ? i : hi;
+    }
+    const keep = [...new Set([bucket[0], lo, hi, bucket[bucket.length - 1]])].sort((a, b) => a - b);
+    for (const i of keep) {
+      parts.push(`${pen ? 'L' : 'M'}${sx(s.steps[i]).toFixed(1)},${sy(s.values[i]!).toFixed(1)}`);
+      pen = true;
+    }
+    bucket = [];
+  };
+  for (let i = 0; i < s.steps.length; i++) {
+    const v = s.values[i];
+    if (v === null || !Number.isFinite(v) || (log && v <= 0)) {
+      flush();
+      pen = false;
+      continue;
+    }
+    const c = Math.round(sx(s.steps[i]));
+    if (c !== column) {
+      flush();
+      column = c;
+    }
+    bucket.push(i);
+  }
+  flush();
+  return parts.join('');
+}
+
+/** [lowest, highest] of the values that `keep` accepts; [] when none is. (A loop: a spread
+ * of 100,000 values into Math.min overflows the stack.) */
+function range<T extends number | null>(values: T[], keep: (v: T) => boolean): number[] {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const v of values) {
+    if (keep(v)) {
+      lo = Math.min(lo, v as number);
+      hi = Math.max(hi, v as number);
+    }
+  }
+  return lo <= hi ? [lo, hi] : [];
+}
+
+function extent(values: number[]): [number, number] | null {
+  return values.length ? [Math.min(...values), Math.max(...values)] : null;
+}
+
+/** A little room above and below the lines; a flat line gets a band around it. */
+function padded(lo: number, hi: number): [number, number] {
+  const span = hi - lo || Math.abs(hi) || 1;
+  return [lo - span * 0.05, hi + span * 0.05];
+}
+
+/** About `count` round ticks (1, 2 or 5 times a power of ten apart) covering [lo, hi]. */
+export function niceTicks(lo: number, hi: number, count = 6): number[] {
+  if (!(hi > lo)) {
+    const pad = Math.abs(lo) * 0.1 || 1;
+    [lo, hi] = [lo - pad, hi + pad];
+  }
+  const rough = (hi - lo) / count;
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const norm = rough / power;
+  const step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * power;
+  const ticks: number[] = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) {
+    ticks.push(Number(t.toPrecision(12)));
+  }
+  return ticks;
+}
+
+/** Ticks in [lo, hi] (lo > 0) on a log scale: powers of ten, or also 2 and 5 times them
+ * when the range spans few decades. */
+export function logTicks(lo: number, hi: number): number[] {
+  const first = Math.floor(Math.log10(lo));
+  const last = Math.ceil(Math.log10(hi));
+  const ticks = (multiples: number[]) => {
+    const out: number[] = [];
+    for (let p = first; p <= last; p++) {
+      multiples.forEach(m => out.push(Number((m * 10 ** p).toPrecision(12))));
+    }
+    return out.filter(t => t >= lo && t <= hi);
+  };
+  const powers = ticks([1]);
+  return powers.length >= 3 ? powers : ticks([1, 2, 5]).length >= 3 ? ticks([1, 2, 5]) : ticks([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+}
+
+/** The index of the point whose step is nearest `step` (steps mostly ascending); -1 for none. */
+function nearest(steps: number[], step: number): number {
+  let lo = 0;
+  let hi = steps.length - 1;
+  if (hi < 0) {
+    return -1;
+  }
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (steps[mid] < step) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo > 0 && Math.abs(steps[lo - 1] - step) <= Math.abs(steps[lo] - step) ? lo - 1 : lo;
+}
+
+function lastValue(s: ISeries): number | null {
+  return s.values.length ? s.values[s.values.length - 1] : null;
+}
+
+function formatValue(v: number | null): string {
+  if (v === null) {
+    return 'NaN';
+  }
+  const a = Math.abs(v);
+  return a !== 0 && (a >= 1e6 || a < 1e-3) ? v.toExponential(3) : String(Number(v.toPrecision(5)));
+}
+
+function formatTick(v: number): string {
+  const a = Math.abs(v);
+  return a !== 0 && (a >= 1e5 || a < 1e-3) ? v.toExponential(0) : String(Number(v.toPrecision(6)));
+}
+
+// -- DOM helpers -----------------------------------------------------------------------
+
+function element(tag: string, className: string): HTMLElement {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  return node;
+}
+
+function svgElement(tag: string, className = ''): SVGElement {
+  const node = document.createElementNS(SVG_NS, tag);
+  if (className) {
+    node.setAttribute('class', className);
+  }
+  return node;
+}
+
+function line(x1: number, y1: number, x2: number, y2: number): SVGElement {
+  const node = svgElement('line');
+  for (const [name, value] of Object.entries({ x1, y1, x2, y2 })) {
+    node.setAttribute(name, value.toFixed(1));
+  }
+  return node;
+}
+
+function text(x: number, y: number, content: string, anchor: string, dy: string): SVGElement {
+  const node = svgElement('text');
+  node.setAttribute('x', x.toFixed(1));
+  node.setAttribute('y', y.toFixed(1));
+  node.setAttribute('text-anchor', anchor);
+  node.setAttribute('dy', dy);
+  node.textContent = content;
+  return node;
+}

@@ -220,11 +220,16 @@ def _job_submit(args) -> None:
     job = api.submit_job(api.resolve_cluster(args.cluster), script, args.extra)
     print(f"submitted job {job.id} ({job.name}) to {job.cluster}; output in {job.job_dir}")
     if args.wait:
-        job.wait()
-        sys.stdout.write(job.logs())
-        print(f"job {job.id} {job.state} (exit code {job.exit_code})")
-        if job.state != "COMPLETED":
-            raise GtcError(f"job {job.id} ended {job.state}")
+        _wait_and_print(job)
+
+
+def _wait_and_print(job, outcome: str = "") -> None:
+    """`--wait`: the job's whole output once it ends; fails unless it COMPLETED."""
+    job.wait()
+    sys.stdout.write(job.logs())
+    print(f"job {job.id} {job.state} (exit code {job.exit_code}){outcome}")
+    if job.state != "COMPLETED":
+        raise GtcError(f"job {job.id} ended {job.state}")
 
 
 def _job_list(args) -> None:
@@ -346,11 +351,7 @@ def _recipe_run(args) -> None:
                          init_from=args.init_from, args=args.extra)
     print(f"submitted {args.name} ({args.config}) as job {job.id} to {job.cluster}; output in {job.job_dir}")
     if args.wait:
-        job.wait()
-        sys.stdout.write(job.logs())
-        print(f"job {job.id} {job.state} (exit code {job.exit_code}); model in {job.model_dir}")
-        if job.state != "COMPLETED":
-            raise GtcError(f"job {job.id} ended {job.state}")
+        _wait_and_print(job, f"; model in {job.model_dir}")
 
 
 # -- studies ---------------------------------------------------------------------------------

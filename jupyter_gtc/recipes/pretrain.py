@@ -100,7 +100,9 @@ def train(config: PretrainConfig) -> dict[str, float]:
         f"{config.data}, world {world.size} on {world.device.type}, {dtype}, steps {start}..{config.steps}", flush=True)
 
     metrics = TrainingMetrics(config.log_dir, shape, world.device, world.size, world.is_main, config.steps, start)
-    autocast = torch.autocast(world.device.type, dtype=dtype, enabled=dtype != torch.float32 and config.parallel == "ddp")
+    # FSDP2 casts to bf16 itself (its MixedPrecisionPolicy); DDP and a lone process need autocast.
+    sharded = world.size > 1 and config.parallel == "fsdp"
+    autocast = torch.autocast(world.device.type, dtype=dtype, enabled=dtype != torch.float32 and not sharded)
     model.train()
     values: dict[str, float] = {}
     for step in range(start, config.steps + 1):

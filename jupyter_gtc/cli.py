@@ -329,19 +329,22 @@ def _add_recipe_verbs(verbs) -> None:
 
 def _recipe_list(args) -> None:
     from rich.table import Table
-    table = Table("recipe", "config", "nodes", "machine", "run time", "starts from", "notebook", box=None)
+    table = Table(box=None)
+    for column in ("recipe", "config", "nodes x machine", "starts from", "time"):
+        table.add_column(column, no_wrap=column != "time")  # names are what people copy into `gtc recipe run`
     for recipe in api.list_recipes():
         for config in recipe.configs.values():
-            table.add_row(recipe.name, config.name, str(config.nodes), config.machine, config.runtime,
-                          recipe.consumes or "random init", f"notebooks/recipes/{recipe.notebook}")
+            table.add_row(recipe.name, config.name, f"{config.nodes} x {config.machine}", recipe.consumes or "-",
+                          config.runtime)
     _console().print(table)
+    print("notebooks: notebooks/recipes/ (see notebooks/README.md); `gtc recipe show NAME` prints a recipe's script")
 
 
 def _recipe_show(args) -> None:
     from .recipes.catalogue import recipe_args, render_sbatch
     recipe = api.get_recipe(args.name)
     config = recipe.config(args.config)
-    print(f"# {recipe.title}: {recipe.summary}")
+    print(f"# {recipe.title}: {recipe.summary} (notebook: notebooks/recipes/{recipe.notebook})")
     print(f"# program flags: {' '.join(recipe_args(recipe, config, '<init-from>' if recipe.consumes else None, []))}")
     print(render_sbatch(recipe, config), end="")
 

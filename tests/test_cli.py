@@ -121,3 +121,13 @@ def test_job_verbs(tmp_path, slurm_available):
         assert bad.returncode == 1 and "Requested node configuration is not available" in bad.stderr
     finally:
         api.delete_cluster("clijobs")
+
+
+def test_recipes_are_listed_and_show_the_script_they_submit():
+    listed = gtc("recipe", "list", check=True).stdout
+    for name in ("llama-pretrain", "gemma-pretrain", "continued-pretrain", "sft", "grpo", "dpo"):
+        assert name in listed
+    shown = gtc("recipe", "show", "llama-pretrain", "--config", "8b", check=True).stdout
+    assert "#SBATCH --nodes=4" in shown and "--nproc-per-node=8" in shown and "# program flags: --model llama --size 8b" in shown
+    result = gtc("recipe", "run", "llama-3", "--cluster", "any")
+    assert result.returncode == 1 and "recipe: 'llama-3' is not valid; one of llama-pretrain" in result.stderr

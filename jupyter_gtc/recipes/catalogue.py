@@ -21,7 +21,7 @@ class RecipeConfig:
     args: tuple[str, ...]
     nodes: int = 1
     gpus_per_node: int = 0  # 0: CPU, one process per node
-    machine: str = "any CPU node"
+    machine: str = "CPU node"  # the tiny configs' times are on a 2-core machine
     runtime: str = ""  # wall time on ``machine``: measured for tiny, estimated at 40% MFU ("est.") above
 
     @property
@@ -48,53 +48,53 @@ class Recipe:
 
 
 def _pretrain_configs(family: str, sizes: list[tuple[str, int, str, str]]) -> dict[str, RecipeConfig]:
-    configs = {"tiny": RecipeConfig("tiny", ("--size", "tiny"), nodes=1, runtime="~30 s on 2 CPU cores")}
+    configs = {"tiny": RecipeConfig("tiny", ("--size", "tiny"), nodes=1, runtime="~30 s")}
     for size, nodes, machine, runtime in sizes:
         configs[size] = RecipeConfig(size, ("--size", size), nodes=nodes, gpus_per_node=8, machine=machine,
                                      runtime=runtime)
     return configs
 
 
-H200_NODE = "a3-ultragpu-8g (8 x H200)"
-H100_NODE = "a3-highgpu-8g (8 x H100)"
+H200_NODE = "a3-ultragpu-8g"  # 8 x H200
+H100_NODE = "a3-highgpu-8g"  # 8 x H100
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("llama-pretrain", "Llama pretraining", "jupyter_gtc.recipes.pretrain", "llama_pretrain.ipynb",
            "A Llama-architecture causal LM from random initialisation, FSDP2 over every GPU of every node.",
-           _pretrain_configs("llama", [("1b", 1, H100_NODE, "~10 min est. (262M tokens)"),
-                                       ("8b", 4, H200_NODE, "~1 h est. (1B tokens)")]),
+           _pretrain_configs("llama", [("1b", 1, H100_NODE, "~10 min est."),
+                                       ("8b", 4, H200_NODE, "~1 h est.")]),
            base_args=("--model", "llama")),
     Recipe("gemma-pretrain", "Gemma pretraining", "jupyter_gtc.recipes.pretrain", "gemma_pretrain.ipynb",
            "A Gemma 3 architecture model, same trainer and data as Llama's.",
-           _pretrain_configs("gemma", [("1b", 1, H100_NODE, "~10 min est. (262M tokens)"),
-                                       ("4b", 2, H200_NODE, "~30 min est. (524M tokens)")]),
+           _pretrain_configs("gemma", [("1b", 1, H100_NODE, "~10 min est."),
+                                       ("4b", 2, H200_NODE, "~30 min est.")]),
            base_args=("--model", "gemma")),
     Recipe("continued-pretrain", "Continued pretraining", "jupyter_gtc.recipes.pretrain",
            "continued_pretrain.ipynb",
            "Start from a pretraining run's weights, train on new text with a new schedule.",
            {"tiny": RecipeConfig("tiny", ("--steps", "100", "--lr", "1e-3", "--warmup-steps", "5"),
-                                 runtime="~25 s on 2 CPU cores"),
+                                 runtime="~25 s"),
             "1b": RecipeConfig("1b", ("--size", "1b", "--steps", "1000", "--lr", "1e-4"), gpus_per_node=8,
-                               machine=H100_NODE, runtime="~5 min est. (131M tokens)")},
+                               machine=H100_NODE, runtime="~5 min est.")},
            base_args=("--data", "stdlib-docstrings"), consumes="llama-pretrain"),
     Recipe("sft", "Supervised fine-tuning", "jupyter_gtc.recipes.sft", "sft.ipynb",
            "Instruction tuning with TRL's SFTTrainer on generated conversations: full, or LoRA with peft.",
-           {"tiny": RecipeConfig("tiny", ("--max-steps", "300", "--batch-size", "16"), runtime="~30 s on 2 CPU cores"),
+           {"tiny": RecipeConfig("tiny", ("--max-steps", "300", "--batch-size", "16"), runtime="~30 s"),
             "tiny-lora": RecipeConfig("tiny-lora", ("--lora", "--max-steps", "300", "--batch-size", "16"),
-                                      runtime="~30 s on 2 CPU cores"),
+                                      runtime="~30 s"),
             "1b-lora": RecipeConfig("1b-lora", ("--lora", "--max-steps", "1000", "--lr", "2e-4", "--max-operand", "20"), gpus_per_node=8,
                                     machine=H100_NODE, runtime="~10 min est.")},
            consumes="continued-pretrain"),
     Recipe("grpo", "RL with GRPO", "jupyter_gtc.recipes.rl", "rl.ipynb",
            "Group-relative policy optimisation with a rule-based reward on arithmetic answers.",
-           {"tiny": RecipeConfig("tiny", (), runtime="~40 s on 2 CPU cores"),
+           {"tiny": RecipeConfig("tiny", (), runtime="~40 s"),
             "1b": RecipeConfig("1b", ("--max-steps", "500", "--lr", "1e-6", "--max-operand", "20", "--temperature", "1.0",
                                       "--max-completion-length", "64"),
                                gpus_per_node=8, machine=H100_NODE, runtime="~1 h est.")},
            base_args=("--algorithm", "grpo"), consumes="sft"),
     Recipe("dpo", "Preference tuning with DPO", "jupyter_gtc.recipes.rl", "rl.ipynb",
            "Direct preference optimisation on generated (chosen, rejected) pairs.",
-           {"tiny": RecipeConfig("tiny", (), runtime="~20 s on 2 CPU cores"),
+           {"tiny": RecipeConfig("tiny", (), runtime="~20 s"),
             "1b": RecipeConfig("1b", ("--max-steps", "500", "--lr", "5e-7", "--max-operand", "20"), gpus_per_node=8,
                                machine=H100_NODE, runtime="~15 min est.")},
            base_args=("--algorithm", "dpo"), consumes="sft"),

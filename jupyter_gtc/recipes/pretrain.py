@@ -120,7 +120,7 @@ def train(config: PretrainConfig) -> dict[str, float]:
             grad_norm = grad_norm.full_tensor()
         values = metrics.step(step, loss=world.mean(loss), lr=lr, grad_norm=float(grad_norm),
                               tokens=config.global_batch * config.seq_len)
-        if step % config.log_every == 0 or step == start:
+        if step % config.log_every == 0 or step in (start, config.steps):
             say(f"step {step}/{config.steps} loss {values['train/loss']:.4f} lr {lr:.2e} "
                 f"grad_norm {values['train/grad_norm']:.3f} tokens/s {values['perf/tokens_per_s']:.0f}"
                 + (f" mfu {values['perf/mfu']:.1%}" if "perf/mfu" in values else ""), flush=True)

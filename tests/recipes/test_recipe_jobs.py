@@ -47,6 +47,21 @@ def test_two_nodes_give_the_loss_curve_of_one_node_with_the_same_global_batch(cl
     assert api.recipe_output("llama-pretrain", cluster) == one.model_dir
 
 
+def test_the_cli_runs_the_next_recipe_from_the_newest_model_passing_unknown_flags_on(cluster):
+    import subprocess
+    import sys
+
+    from jupyter_gtc import api
+
+    result = subprocess.run([sys.executable, "-m", "jupyter_gtc.cli", "recipe", "run", "continued-pretrain",
+                             "--cluster", cluster, "--steps", "3", "--wait"], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    base = api.recipe_output("llama-pretrain", cluster)
+    assert f"continuing from {base}" in result.stdout and "step 3/3" in result.stdout
+    assert api.recipe_output("continued-pretrain", cluster) == api.get_job("continued-pretrain", cluster).model_dir
+
+
 def test_a_requeued_job_resumes_from_its_newest_checkpoint(cluster):
     from jupyter_gtc import api
 

@@ -66,6 +66,20 @@ def build(config: PretrainConfig, tokenizer, world: World, checkpoints: Checkpoi
     return model
 
 
+def train_step(model, optimizer, ids: torch.Tensor, autocast, grad_clip: float) -> tuple[torch.Tensor, float]:
+    """One optimizer step on ``ids`` (next-token loss); returns this rank's loss and the
+    gradient norm before clipping."""
+    with autocast:
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP
+        grad_norm = grad_norm.full_tensor()
+    return loss, float(grad_norm)
+
+
 def train(config: PretrainConfig) -> dict[str, float]:
     world = init_world()
     say = print if world.is_main else (lambda *a, **k: None)
@@ -110,15 +124,8 @@ def train(config: PretrainConfig) -> dict[str, float]:
         for group in optimizer.param_groups:
             group["lr"] = lr
         ids = torch.from_numpy(batches.batch(step, world.rank, world.size)).to(world.device)
-        with autocast:
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if hasattr(grad_norm, "full_tensor"):  # a DTensor under FSDP
-            grad_norm = grad_norm.full_tensor()
-        values = metrics.step(step, loss=world.mean(loss), lr=lr, grad_norm=float(grad_norm),
+        loss, grad_norm = train_step(model, optimizer, ids, autocast, config.grad_clip)
+        values = metrics.step(step, loss=world.mean(loss), lr=lr, grad_norm=grad_norm,
                               tokens=config.global_batch * config.seq_len)
         if step % config.log_every == 0 or step in (start, config.steps):
             say(f"step {step}/{config.steps} loss {values['train/loss']:.4f} lr {lr:.2e} "
@@ -129,7 +136,8 @@ def train(config: PretrainConfig) -> dict[str, float]:
             metrics.restart_clock()
 
     metrics.close()
-    recipe = {"recipe": "continued-pretrain" if config.init_from else "pretrain", "model": config.model,
+    recipe = {"recipe": "continued-pretrain" if config.init_from else "pretrain",
+              "model": unwrap(model).config.model_type,
               "size": config.size, "data": config.data, "step": config.steps, "loss": values.get("train/loss"),
               "init_from": config.init_from}
     export_model(model, tokenizer, config.model_dir, world, recipe)

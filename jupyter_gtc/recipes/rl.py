@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import SpecError, SpecErrors
-from .trl_job import (INIT_EXPECTED, JobDirs, callbacks, check_common, fail_on, finish, parse, resolve_init, train,
-                  trainer_args)
+from ..exceptions import SpecError
+from .trl_job import (INIT_EXPECTED, JobDirs, callbacks, check_common, finish, parse, resolve_init, run_checked,
+                      train, trainer_args)
 
 ALGORITHMS = ("grpo", "dpo")
 
@@ -143,11 +143,7 @@ def run(config: RLConfig) -> None:
 def main(argv: list[str] | None = None) -> None:
     config, parser = parse(RLConfig, argv, "python -m jupyter_gtc.recipes.rl", __doc__.split("\n\n")[0])
     config = config.with_defaults()
-    fail_on(check(config), parser)
-    try:
-        run(config)
-    except SpecErrors as e:  # --data or the adapter's base, found wanting once loaded
-        fail_on(e.errors, parser)
+    run_checked(run, config, check(config), parser)
 
 
 if __name__ == "__main__":

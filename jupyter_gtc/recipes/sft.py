@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..exceptions import SpecError, SpecErrors
-from .trl_job import INIT_EXPECTED, JobDirs, callbacks, check_common, fail_on, finish, parse, resolve_init, \
-    train, trainer_args
+from ..exceptions import SpecError
+from .trl_job import (INIT_EXPECTED, JobDirs, callbacks, check_common, finish, parse, resolve_init, run_checked,
+                      train, trainer_args)
 
 # LoRA on every linear projection of the attention and MLP blocks: the QLoRA paper's finding
 # that adapting all of them matches full fine-tuning far better than q/v alone. Llama and
@@ -100,11 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     errors = check_common(config)
     if config.lora_rank < 1:
         errors.append(SpecError("--lora-rank", config.lora_rank, "a positive integer such as 16"))
-    fail_on(errors, parser)
-    try:
-        run(config)
-    except SpecErrors as e:  # --data or the adapter's base, found wanting once loaded
-        fail_on(e.errors, parser)
+    run_checked(run, config, errors, parser)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,17 @@ def check_init(value: str) -> list[SpecError]:
     if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
         return [SpecError("--init-from", value, f"the folder has no config.json; expected {INIT_EXPECTED}")]
     return []
+
+
+def run_checked(run: Callable[[Any], None], config: Any, errors: list[SpecError],
+                parser: argparse.ArgumentParser) -> None:
+    """Refuse the flags' ``errors``, else ``run(config)``; what is found wanting only once
+    loaded (``--data``, an adapter's base) is refused the same way."""
+    fail_on(errors, parser)
+    try:
+        run(config)
+    except SpecErrors as e:
+        fail_on(e.errors, parser)
 
 
 def fail_on(errors: list[SpecError], parser: argparse.ArgumentParser) -> None:

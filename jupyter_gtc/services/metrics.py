@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..metrics import Scalar
 from ..metrics.reader import MetricsReader
+from .listeners import Listeners
 
 
 class JobMetrics:
@@ -21,7 +22,7 @@ class JobMetrics:
     def __init__(self, log_dir: Path, hypertune_file: Path | None = None):
         self._reader = MetricsReader(log_dir, hypertune_file)
         self._scalars: list[Scalar] = []
-        self._listeners: list[Callable[[list[Scalar]], None]] = []
+        self._listeners: Listeners[list[Scalar]] = Listeners("metrics")
         self._lock = threading.RLock()
 
     def refresh(self) -> list[Scalar]:
@@ -30,8 +31,7 @@ class JobMetrics:
             new = self._reader.read_new()
             if new:
                 self._scalars.extend(new)
-                for listener in list(self._listeners):
-                    listener(new)
+                self._listeners.notify(new)  # under the lock: a new subscriber's backlog never misses these
             return new
 
     def subscribe(self, listener: Callable[[list[Scalar]], None]) -> Callable[[], None]:
@@ -40,14 +40,7 @@ class JobMetrics:
         with self._lock:
             if self._scalars:
                 listener(list(self._scalars))
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+            return self._listeners.add(listener)
 
     def all(self) -> list[Scalar]:
         with self._lock:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..exceptions import ClusterBusy, GtcError, OperationNotFound
+from .listeners import Listeners
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class Operations:
     def __init__(self, keep_seconds: float = 3600, keep_count: int = 100):
         self.keep_seconds, self.keep_count = keep_seconds, keep_count
         self._operations: dict[str, Operation] = {}
-        self._listeners: list[Listener] = []
+        self._listeners: Listeners[Operation] = Listeners("operation")
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -120,15 +121,7 @@ class Operations:
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(operation)`` on every change of any operation; returns a function that unsubscribes."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.add(listener)
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -150,13 +143,7 @@ class Operations:
         self._notify(op)
 
     def _notify(self, op: Operation) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(op)
-            except Exception:  # a broken listener must not stop the work
-                log.exception("operation listener failed")
+        self._listeners.notify(op)
 
     def _forget_old(self) -> None:
         """Drop finished operations past ``keep_seconds``, and the oldest past ``keep_count``."""

@@ -22,6 +22,7 @@ from ..exceptions import ClusterNotFound
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import FINISHED_STATES, JobStatus
 from ..state import Store
+from .listeners import Listeners
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class ClusterPoller:
         self.ticks = 0
         self._views: dict[str, JobView] = {}
         self._watched: set[str] = set()
-        self._listeners: list[Listener] = []
+        self._listeners: Listeners[list[JobView]] = Listeners("poller")
         self._jobcomp_offset = 0
         self._changed = threading.Condition()
         self._wake = threading.Event()
@@ -83,9 +84,7 @@ class ClusterPoller:
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(changed_views)`` from the poller's thread after every tick; returns
         a function that unsubscribes."""
-        with self._changed:
-            self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        return self._listeners.add(listener)
 
     def wait_for(self, slurm_id: str, done: Callable[[JobView], bool], timeout: float | None) -> JobView | None:
         """Block until ``done(view)`` holds for the job, or ``timeout`` seconds pass."""
@@ -170,12 +169,7 @@ class ClusterPoller:
     def _notify(self, changed: list[JobView]) -> None:
         with self._changed:
             self._changed.notify_all()
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(changed)
-            except Exception:  # a broken widget must not stop the poller
-                log.exception("poller listener failed")
+        self._listeners.notify(changed)
 
 
 def _aggregate(slurm_id: str, statuses: list[JobStatus]) -> JobView:

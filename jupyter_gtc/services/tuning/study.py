@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ...exceptions import GtcError, StudyTimeout
 from ...spec.study import TuningSpec, parse_tuning_spec
 from ...state.store import StudyRecord
+from ..listeners import Listeners
 from .trials import FINISHED_STUDY_STATES, StudySnapshot, TrialView, as_table
 
 if TYPE_CHECKING:
@@ -157,38 +158,23 @@ class StudyFeed:
         self.name = name
         self._read = read
         self._driven_here = driven_here
-        self._listeners: list[Listener] = []
-        self._lock = threading.Lock()
+        self._listeners: Listeners[StudySnapshot] = Listeners("study")
+        self._lock = threading.Lock()  # guards the follower
         self._follower: threading.Thread | None = None
         self.latest: StudySnapshot | None = None
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         snapshot = self._read()
-        with self._lock:
-            self._listeners.append(listener)
+        unsubscribe = self._listeners.add(listener)
         listener(snapshot)
         self._ensure_follower()
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
         return unsubscribe
 
     def publish(self) -> None:
         """Read the study now and hand the snapshot to every listener."""
         snapshot = self._read()
         self.latest = snapshot
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(snapshot)
-            except Exception:  # a broken panel must not stop the driver
-                import logging
-
-                logging.getLogger(__name__).exception("study listener failed")
+        self._listeners.notify(snapshot)  # a broken panel must not stop the driver
 
     def _ensure_follower(self) -> None:
         with self._lock:

@@ -96,7 +96,7 @@ SIZE_PRESETS: dict[str, dict[str, object]] = {
 
 def parse_args(argv: list[str] | None = None, description: str = "") -> PretrainConfig:
     """Flags named after the fields (``--global-batch``); unset ones take the size's preset."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(prog="python -m jupyter_gtc.recipes.pretrain", description=description)
     for f in dataclasses.fields(PretrainConfig):
         kind = {"int": int, "float": float}.get(str(f.type), str)
         parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None, help=f.metadata["help"])

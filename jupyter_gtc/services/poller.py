@@ -63,6 +63,9 @@ class ClusterPoller:
         self.ticks = 0
         self._views: dict[str, JobView] = {}
         self._watched: set[str] = set()
+        # Completion-log lines of watched jobs, kept until the job's view is finished: the line
+        # can be read while squeue still shows the job COMPLETING, and is read only once.
+        self._ended: dict[str, list[JobStatus]] = {}
         self._listeners: Listeners[list[JobView]] = Listeners("poller")
         self._jobcomp_offset = 0
         self._changed = threading.Condition()
@@ -136,6 +139,7 @@ class ClusterPoller:
         except ClusterNotFound:
             with self._changed:  # the cluster was deleted: its jobs are gone with it
                 self._watched.clear()
+                self._ended.clear()
             return False
         except Exception as e:  # noqa: BLE001 - a failed poll is a warning, retried next tick
             self.warning = f"could not poll {self.cluster}: {e}"
@@ -143,13 +147,17 @@ class ClusterPoller:
             self._notify([])
             return False
         self.warning = None
-        by_parent: dict[str, list[JobStatus]] = {}
-        for status in finished + queue:  # queue last: slurmctld's view wins while it has one
-            by_parent.setdefault(status.parent_id, []).append(status)
+        queued: dict[str, list[JobStatus]] = {}
+        for status in queue:
+            queued.setdefault(status.parent_id, []).append(status)
         changed = []
         with self._changed:
+            for status in finished:
+                if status.parent_id in self._watched:
+                    self._ended.setdefault(status.parent_id, []).append(status)
             for slurm_id in list(self._watched):
-                statuses = by_parent.get(slurm_id)
+                # The queue last: slurmctld's view wins while it has one.
+                statuses = self._ended.get(slurm_id, []) + queued.get(slurm_id, [])
                 if not statuses:
                     continue
                 view = _aggregate(slurm_id, statuses)
@@ -158,6 +166,7 @@ class ClusterPoller:
                     changed.append(view)
                 if view.finished:
                     self._watched.discard(slurm_id)
+                    self._ended.pop(slurm_id, None)
         for view in changed:
             self.store.update_job(self.cluster, view.slurm_id, state=view.state, exit_code=view.exit_code,
                                   tasks=view.tasks, reason=view.reason, nodes=view.nodes,

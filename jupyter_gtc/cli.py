@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 
 from . import api
@@ -420,15 +421,18 @@ def _study_resume(args) -> None:
 def _drive_in_foreground(study: api.Study) -> None:
     """Print each trial as it changes state, until the study ends; Ctrl-C leaves it to a later resume."""
     seen: dict[str, str] = {}
+    lock = threading.Lock()  # the driver's thread shows snapshots, and this one the last
 
     def show(snapshot) -> None:
-        for t in snapshot.trials:
-            if seen.get(t.trial_id) != t.state:
-                seen[t.trial_id] = t.state
-                value = f" {snapshot.metric}={t.value:.6g}" if t.value is not None and t.state != "RUNNING" else ""
-                why = f" ({t.reason})" if t.reason else ""
-                params = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items())
-                print(f"trial {t.trial_id:>3} {t.state:<8}{value}  {params}{why}", flush=True)
+        with lock:
+            for t in snapshot.trials:
+                if seen.get(t.trial_id) != t.state:
+                    seen[t.trial_id] = t.state
+                    value = f" {snapshot.metric}={t.value:.6g}" if t.value is not None and t.state != "RUNNING" else ""
+                    why = f" ({t.reason})" if t.reason else ""
+                    params = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                      for k, v in t.params.items())
+                    print(f"trial {t.trial_id:>3} {t.state:<8}{value}  {params}{why}", flush=True)
 
     unsubscribe = study.subscribe(show)
     try:
@@ -439,6 +443,7 @@ def _drive_in_foreground(study: api.Study) -> None:
         raise
     finally:
         unsubscribe()
+    show(study.snapshot())  # wait() can return before the subscribers hear of the last trial's end
     _print_study_end(study)
 
 

@@ -327,7 +327,9 @@ class LocalBackend(Backend):
         _wait_for(ready, READY_TIMEOUT, not_ready)
 
     def _cancel_all(self, runtime: dict[str, Any]) -> None:
-        commands = self.commands(runtime)
+        # A controller that does not answer at once is going away with the rest: its
+        # commands get seconds here, not the usual 30, so a delete never waits long on it.
+        commands = SlurmCommands(self.client_env(runtime), timeout=5)
         try:
             commands.cancel(commands.job_ids())
             _wait_for(lambda: not commands.job_ids(), 5, lambda: TimeoutError())

@@ -47,11 +47,12 @@ def jupyter_lab_server(tmp_path_factory):
 def jupyter_lab(jupyter_lab_server, request):
     """A real JupyterLab (ours: server extension and labextension), on a free port, shared
     by a module; the kernels a test started are shut down after it. On failure the server's
-    log of the test is printed with its output."""
+    log of the test, and its threads' stacks, are printed with its output."""
     start = len(jupyter_lab_server.log())
     yield jupyter_lab_server
     jupyter_lab_server.shutdown_kernels()
     if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        jupyter_lab_server.dump_threads()
         print("jupyter server log:\n" + "\n".join(jupyter_lab_server.log()[start:].splitlines()[-200:]))
 
 

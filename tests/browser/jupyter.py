@@ -18,6 +18,13 @@ import urllib.request
 from pathlib import Path
 
 
+# The app is started by its main() under a SIGUSR2 handler that writes every thread's stack
+# to the log (``dump_threads``): what a failing test shows of a server that is stuck.
+_MAIN = {"lab": "jupyterlab.labapp", "server": "jupyter_server.serverapp"}
+_BOOT = ("import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR2, all_threads=True); "
+         "sys.argv[0] = 'jupyter-{app}'; from {module} import main; sys.exit(main())")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -63,7 +70,7 @@ class JupyterProcess:
                "JUPYTER_RUNTIME_DIR": str(self.tmp / "runtime"),
                "IPYTHONDIR": str(self.tmp / "ipython"),
                "JUPYTER_PLATFORM_DIRS": "1"}
-        argv = [sys.executable, "-m", "jupyter", self.app, "--no-browser", f"--port={self.port}",
+        argv = [sys.executable, "-c", _BOOT.format(app=self.app, module=_MAIN[self.app]), "--no-browser", f"--port={self.port}",
                 "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root_dir}",
                 "--ServerApp.port_retries=0", "--ServerApp.allow_remote_access=False"]
         if os.geteuid() == 0:
@@ -72,7 +79,7 @@ class JupyterProcess:
         if self.app == "lab":
             argv += [f"--LabApp.workspaces_dir={self.tmp / 'workspaces'}",
                      f"--LabApp.user_settings_dir={self.settings_dir}", "--LabApp.news_url=None"]
-        self._log = open(self.log_path, "wb")
+        self._log = open(self.log_path, "ab")  # a restart adds to it
         self.proc = subprocess.Popen(argv, cwd=self.root_dir, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
@@ -114,6 +121,12 @@ class JupyterProcess:
             os.killpg(self.proc.pid, sig)  # start_new_session: its group is its own pid
         except ProcessLookupError:
             pass
+
+    def dump_threads(self) -> None:
+        """Every thread's stack into the log (see ``_BOOT``)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR2)
+            time.sleep(0.5)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

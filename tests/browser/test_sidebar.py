@@ -266,9 +266,10 @@ def test_create_scale_and_delete_show_their_progress_and_the_choice_outlives_a_r
         # Its jobs' place goes to the cluster left.
         expect(page.locator(f'.jp-gtc-Cluster[data-cluster="{cluster.name}"]')).to_have_class(
             re.compile("jp-mod-selected"))
-    finally:
+    finally:  # the server's operations end first: a second delete beside its own would race it
+        wait_for(lambda: all(op["state"] != "RUNNING"
+                             for op in jupyter_lab.api("GET", "gtc/api/operations")["operations"]), timeout=120)
         if "scratch" in [c.name for c in api.list_clusters(with_status=False)]:
-            wait_for(lambda: all(op.finished for op in api.cluster_operations().list()), timeout=120)
             api.delete_cluster("scratch")
 
 

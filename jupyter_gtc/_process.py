@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,15 +72,18 @@ def start_daemon(argv: Sequence[str], *, log_file: Path, env: Mapping[str, str] 
         )
     # Kept so reap_exited() can collect it: a daemon that exits while this process lives
     # would otherwise stay a zombie and still look alive to a PID check.
-    _reapers.append(proc)
+    with _reapers_lock:
+        _reapers.append(proc)
     return proc.pid
 
 
 _reapers: list[subprocess.Popen] = []
+# Threads reap at once (a server deletes a cluster while its change feed reads another's
+# status): without the lock two of them removed the same exited daemon, and one failed.
+_reapers_lock = threading.Lock()
 
 
 def reap_exited() -> None:
     """Collect daemons started by this process that have exited (avoids zombies)."""
-    for proc in list(_reapers):
-        if proc.poll() is not None:
-            _reapers.remove(proc)
+    with _reapers_lock:
+        _reapers[:] = [proc for proc in _reapers if proc.poll() is None]

@@ -1,5 +1,9 @@
 """The edge: every command is an argument list with a timeout, and failures carry data."""
 
+import threading
+import time
+
+import psutil
 import pytest
 
 from jupyter_gtc import _process
@@ -29,3 +33,28 @@ def test_missing_program():
     with pytest.raises(CommandError) as info:
         _process.run(["no-such-program-gtc"])
     assert info.value.returncode == 127
+
+
+def test_threads_reaping_the_same_exited_daemons_all_succeed(tmp_path):
+    """A server deletes one cluster while its feed reads another's status: both reap the
+    daemons this process started, at the same moment, and neither may fail."""
+    pids = [_process.start_daemon(["true"], log_file=tmp_path / "log") for _ in range(200)]
+    for pid in pids:  # exited (zombies until reaped), so every reaper finds all of them
+        while not psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+    start, errors = threading.Barrier(8), []
+
+    def reap():
+        start.wait()
+        try:
+            _process.reap_exited()
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reap) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() == psutil.STATUS_ZOMBIE for pid in pids)

@@ -75,11 +75,12 @@ def train_dtype(requested: str, device: torch.device) -> torch.dtype:
 
 
 def parallelize(model: torch.nn.Module, world: World, mode: str, dtype: torch.dtype) -> torch.nn.Module:
-    """Shard (FSDP2: each decoder layer, then the rest) or replicate (DDP) ``model``.
-    Parameters stay fp32; with bf16, FSDP computes in bf16 and reduces gradients in fp32."""
-    model.to(world.device)
+    """Shard (FSDP2: each decoder layer, then the rest) or replicate (DDP) ``model``, built
+    on the CPU. Parameters stay fp32; with bf16, FSDP computes in bf16 and reduces gradients
+    in fp32. Under FSDP each ``fully_shard`` moves its own layer to the GPU and shards it
+    there, so no GPU ever holds the whole fp32 model (32 GB for the 8b config)."""
     if world.size == 1:  # nothing to shard or synchronise; FSDP would only add ~25% per step
-        return model
+        return model.to(world.device)
     if mode == "fsdp":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
@@ -88,6 +89,7 @@ def parallelize(model: torch.nn.Module, world: World, mode: str, dtype: torch.dt
         fully_shard(model, mp_policy=policy)
         return model
     from torch.nn.parallel import DistributedDataParallel
+    model.to(world.device)
     return DistributedDataParallel(model, device_ids=[world.local_rank] if world.device.type == "cuda" else None)
 
 

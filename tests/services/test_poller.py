@@ -1,5 +1,7 @@
 """The poller on its own: how it merges statuses, and that a failed poll is only a warning."""
 
+import json
+import os
 from pathlib import Path
 
 from jupyter_gtc.services.poller import ClusterPoller, _aggregate
@@ -44,3 +46,33 @@ def test_the_worst_task_outcome_names_the_array():
 def test_a_single_job_keeps_its_own_fields():
     view = _aggregate("9", [JobStatus("9", "COMPLETED", 0, None, "a-[0-1]", "n", start_time=1.0, end_time=5.0)])
     assert (view.state, view.exit_code, view.nodes, view.end_time) == ("COMPLETED", 0, "a-[0-1]", 5.0)
+
+
+def test_a_job_that_ends_while_squeue_still_shows_it_completing_ends(tmp_path):
+    """The completion line can be read while squeue still shows the job COMPLETING; it must
+    still say how the job ended once squeue forgets it. Slurm cannot be made to do this on
+    demand, so ``squeue`` here is a stand-in program on PATH that prints what the test says."""
+    bin_dir, queue_file, jobcomp = tmp_path / "bin", tmp_path / "squeue.json", tmp_path / "jobcomp.txt"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text('#!/bin/sh\ncat "$QUEUE_FILE"\n')
+    (bin_dir / "squeue").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "QUEUE_FILE": str(queue_file)}
+    store = Store(tmp_path / "state.db")
+    store.add_job(JobRecord("c", "7", "train", "RUNNING", str(tmp_path)))
+    poller = ClusterPoller("c", lambda: SlurmCommands(env, jobcomp_file=jobcomp), store)
+    poller._watched.add("7")  # watched without starting the thread: this test ticks by hand
+
+    job = {"job_id": 7, "job_state": "COMPLETING", "name": "train", "nodes": "a3-0", "exit_code": 0,
+           "array_job_id": 0, "array_task_id": None, "start_time": 1795968064, "end_time": 1795968070,
+           "state_reason": "None", "user_name": "root", "restart_cnt": 0}
+    queue_file.write_text(json.dumps({"errors": [], "jobs": [job]}))
+    jobcomp.write_text("JobId=7 UserId=root(0) GroupId=root(0) Name=train JobState=CANCELLED Partition=a3 "
+                       "StartTime=2026-11-29T16:01:04 EndTime=2026-11-29T16:01:10 NodeList=a3-0 NodeCnt=1 "
+                       "ExitCode=0:15\n")
+    poller.tick()
+    assert store.get_job("c", "7").state == "COMPLETING"  # slurmctld's view wins while it has one
+
+    queue_file.write_text(json.dumps({"errors": [], "jobs": []}))
+    poller.tick()
+    assert store.get_job("c", "7").state == "CANCELLED"
+    assert "7" not in poller._watched

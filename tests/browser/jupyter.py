@@ -70,9 +70,10 @@ class JupyterProcess:
                "JUPYTER_RUNTIME_DIR": str(self.tmp / "runtime"),
                "IPYTHONDIR": str(self.tmp / "ipython"),
                "JUPYTER_PLATFORM_DIRS": "1"}
-        argv = [sys.executable, "-c", _BOOT.format(app=self.app, module=_MAIN[self.app]), "--no-browser", f"--port={self.port}",
-                "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root_dir}",
-                "--ServerApp.port_retries=0", "--ServerApp.allow_remote_access=False"]
+        argv = [sys.executable, "-c", _BOOT.format(app=self.app, module=_MAIN[self.app]),
+                "--no-browser", f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={self.root_dir}", "--ServerApp.port_retries=0",
+                "--ServerApp.allow_remote_access=False"]
         if os.geteuid() == 0:
             argv.append("--allow-root")
         argv += self.extra_args

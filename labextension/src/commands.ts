@@ -15,6 +15,7 @@ import {
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { ICluster, IOperation } from './api';
+import { openJobTab } from './jobtab';
 import { createLogTab, JobLog } from './logview';
 import { createMetricsTab, JobMetrics } from './metricsview';
 import { ClustersModel, JobAction, OperationProgress } from './model';
@@ -143,13 +144,7 @@ export function addCommands(
       if (!job) {
         return;
       }
-      let tab = logs.find(w => w.content.cluster === job.cluster && w.content.jobId === job.id);
-      if (!tab) {
-        tab = createLogTab(job.cluster, job.id);
-        void logs.add(tab);
-        app.shell.add(tab, 'main');
-      }
-      app.shell.activateById(tab.id);
+      openJobTab(app.shell, logs, job, createLogTab);
     }
   });
 
@@ -161,13 +156,7 @@ export function addCommands(
       if (!job) {
         return;
       }
-      let tab = metrics.find(w => w.content.cluster === job.cluster && w.content.jobId === job.id);
-      if (!tab) {
-        tab = createMetricsTab(job.cluster, job.id);
-        void metrics.add(tab);
-        app.shell.add(tab, 'main');
-      }
-      app.shell.activateById(tab.id);
+      openJobTab(app.shell, metrics, job, createMetricsTab);
     }
   });
 

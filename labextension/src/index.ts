@@ -16,6 +16,7 @@ import {
 } from '@jupyterlab/apputils';
 
 import { addCommands, CommandIDs } from './commands';
+import { IJobView } from './jobtab';
 import { JobLog } from './logview';
 import { JobMetrics } from './metricsview';
 import { ClustersModel } from './model';
@@ -40,16 +41,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
     addCommands(app, model, sidebar.id, logs, metrics, palette);
     if (restorer) {
       restorer.add(sidebar, sidebar.id);
-      void restorer.restore(logs, {
-        command: CommandIDs.openLog,
-        args: tab => ({ cluster: tab.content.cluster, id: tab.content.jobId }),
-        name: tab => `${tab.content.cluster}/${tab.content.jobId}`
-      });
-      void restorer.restore(metrics, {
-        command: CommandIDs.openMetrics,
-        args: tab => ({ cluster: tab.content.cluster, id: tab.content.jobId }),
-        name: tab => `${tab.content.cluster}/${tab.content.jobId}`
-      });
+      const restoreJobTabs = <T extends IJobView>(tracker: WidgetTracker<MainAreaWidget<T>>, command: string) =>
+        restorer.restore(tracker, {
+          command,
+          args: tab => ({ cluster: tab.content.cluster, id: tab.content.jobId }),
+          name: tab => `${tab.content.cluster}/${tab.content.jobId}`
+        });
+      void restoreJobTabs(logs, CommandIDs.openLog);
+      void restoreJobTabs(metrics, CommandIDs.openMetrics);
     }
   }
 };

@@ -6,7 +6,8 @@ import { MainAreaWidget } from '@jupyterlab/apputils';
 import { textEditorIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { IJob, ILogChunk, requestAPI } from './api';
+import { ILogChunk, requestAPI } from './api';
+import { createJobTab } from './jobtab';
 
 const FOLLOW_MS = 1000; // while the job runs
 const FINISHED_MS = 5000; // after: a requeued job writes again
@@ -95,18 +96,10 @@ export class JobLog extends Widget {
 
 /** The tab: a `MainAreaWidget` titled with the job's name once known. */
 export function createLogTab(cluster: string, jobId: string): MainAreaWidget<JobLog> {
-  const content = new JobLog(cluster, jobId);
-  const tab = new MainAreaWidget({ content });
-  tab.id = `jupyter-gtc-log-${cluster}-${jobId}`;
-  tab.title.icon = textEditorIcon;
-  tab.title.label = `Job ${jobId} log`;
-  tab.title.caption = `Log of job ${jobId} on ${cluster}`;
-  tab.title.closable = true;
-  requestAPI<IJob>(`jobs/${encodeURIComponent(cluster)}/${encodeURIComponent(jobId)}`)
-    .then(job => {
-      tab.title.label = `${job.name} ${job.id} log`;
-      tab.title.caption = `Log of job ${job.id} (${job.name}) on ${cluster}: ${job.job_dir}`;
-    })
-    .catch(() => undefined); // the log view reports what is wrong
-  return tab;
+  return createJobTab(new JobLog(cluster, jobId), {
+    kind: 'log',
+    noun: 'Log',
+    icon: textEditorIcon,
+    where: job => job.job_dir
+  });
 }

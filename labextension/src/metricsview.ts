@@ -12,13 +12,14 @@ import { MainAreaWidget } from '@jupyterlab/apputils';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { IJob, IMetricsChunk, IScalar, requestAPI } from './api';
+import { IMetricsChunk, IScalar, requestAPI } from './api';
+import { createJobTab } from './jobtab';
 import { metricsIcon } from './icons';
 
 const FOLLOW_MS = 1000; // while the job runs
 const FINISHED_MS = 5000; // after: a requeued job writes again
 const RETRY_MS = 3000; // while the server cannot be reached
-const PALETTE_SIZE = 10; // --jp-gtc-series-0 ... -9 in base.css
+const PALETTE_SIZE = 10; // --jp-gtc-series-0 ... -9 in base.css, light and dark
 const MARGIN = { left: 60, right: 16, top: 12, bottom: 38 };
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
@@ -142,7 +143,7 @@ export class JobMetrics extends Widget {
     box.type = 'checkbox';
     // `progress/...` (total steps, for the job panel's progress bar) is bookkeeping, not a curve.
     box.checked = !key.startsWith('progress/');
-    const swatch = element('span', `jp-gtc-Metrics-swatch jp-gtc-Series-${color}`);
+    const swatch = paint(element('span', 'jp-gtc-Metrics-swatch'), color);
     const name = element('span', 'jp-gtc-Metrics-tagName');
     name.textContent = key;
     name.title = key;
@@ -222,7 +223,7 @@ export class JobMetrics extends Widget {
 
     const lines = svgElement('g', 'jp-gtc-Metrics-lines');
     for (const s of shown) {
-      const path = svgElement('path', `jp-gtc-Metrics-line jp-gtc-Series-${s.color}`);
+      const path = paint(svgElement('path', 'jp-gtc-Metrics-line'), s.color);
       path.setAttribute('d', pathData(s, sx, sy, log));
       path.dataset.tag = s.key;
       path.dataset.points = String(s.steps.length);
@@ -254,7 +255,7 @@ export class JobMetrics extends Widget {
       const v = i < 0 ? null : s.values[i];
       s.value.textContent = i < 0 ? '' : formatValue(v);
       if (i >= 0 && s.shown && v !== null && (!scales.log || v > 0)) {
-        const dot = svgElement('circle', `jp-gtc-Series-${s.color}`);
+        const dot = paint(svgElement('circle'), s.color);
         dot.setAttribute('cx', String(sx(s.steps[i])));
         dot.setAttribute('cy', String(sy(v)));
         dot.setAttribute('r', '3');
@@ -290,20 +291,12 @@ export class JobMetrics extends Widget {
 
 /** The tab, titled with the job's name once known. */
 export function createMetricsTab(cluster: string, jobId: string): MainAreaWidget<JobMetrics> {
-  const content = new JobMetrics(cluster, jobId);
-  const tab = new MainAreaWidget({ content });
-  tab.id = `jupyter-gtc-metrics-${cluster}-${jobId}`;
-  tab.title.icon = metricsIcon;
-  tab.title.label = `Job ${jobId} metrics`;
-  tab.title.caption = `Metrics of job ${jobId} on ${cluster}`;
-  tab.title.closable = true;
-  requestAPI<IJob>(`jobs/${encodeURIComponent(cluster)}/${encodeURIComponent(jobId)}`)
-    .then(job => {
-      tab.title.label = `${job.name} ${job.id} metrics`;
-      tab.title.caption = `Metrics of job ${job.id} (${job.name}) on ${cluster}: ${job.job_dir}/logs`;
-    })
-    .catch(() => undefined); // the view reports what is wrong
-  return tab;
+  return createJobTab(new JobMetrics(cluster, jobId), {
+    kind: 'metrics',
+    noun: 'Metrics',
+    icon: metricsIcon,
+    where: job => `${job.job_dir}/logs`
+  });
 }
 
 // -- the chart's arithmetic ------------------------------------------------------------
@@ -454,6 +447,12 @@ function element(tag: string, className: string): HTMLElement {
   if (className) {
     node.className = className;
   }
+  return node;
+}
+
+/** `node` drawn in colour `color` of the theme's series palette (base.css uses --jp-gtc-color). */
+function paint<N extends HTMLElement | SVGElement>(node: N, color: number): N {
+  node.style.setProperty('--jp-gtc-color', `var(--jp-gtc-series-${color})`);
   return node;
 }
 

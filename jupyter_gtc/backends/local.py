@@ -329,15 +329,16 @@ class LocalBackend(Backend):
     def _cancel_all(self, runtime: dict[str, Any]) -> None:
         # A controller that does not answer at once is going away with the rest: its
         # commands get seconds here, not the usual 30, so a delete never waits long on it.
-        commands = SlurmCommands(self.client_env(runtime), timeout=5)
+        commands = self.commands(runtime, timeout=5)
         try:
             commands.cancel(commands.job_ids())
             _wait_for(lambda: not commands.job_ids(), 5, lambda: TimeoutError())
         except (CommandError, TimeoutError):
             pass  # the namespaces die with their nodes anyway; cancelling first is the polite part
 
-    def commands(self, runtime: dict[str, Any]) -> SlurmCommands:
-        return SlurmCommands(self.client_env(runtime), jobcomp_file=Path(runtime["dir"]) / "log" / "jobcomp.txt")
+    def commands(self, runtime: dict[str, Any], timeout: float = 30) -> SlurmCommands:
+        return SlurmCommands(self.client_env(runtime), timeout=timeout,
+                             jobcomp_file=Path(runtime["dir"]) / "log" / "jobcomp.txt")
 
     def _remove(self, root: Path) -> None:
         run = root / "run"

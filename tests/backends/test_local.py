@@ -96,8 +96,8 @@ def test_scale_up_and_down_keeps_a_job_on_a_surviving_node(cluster3):
     cluster = api.scale_cluster("three", "gpu", 4)
     assert [n.name for n in cluster.nodes] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
     assert all(n.ready for n in cluster.nodes)
-    out = slurm("three", "srun", "-N3", "-x", "gpu-0", "bash", "-c", "echo $SLURMD_NODENAME").stdout
-    assert sorted(out.split()) == ["gpu-1", "gpu-2", "gpu-3"]
+    step = slurm("three", "srun", "-N3", "-x", "gpu-0", "bash", "-c", "echo $SLURMD_NODENAME")
+    assert sorted(step.stdout.split()) == ["gpu-1", "gpu-2", "gpu-3"], _step_report("three", step)
     assert job_state("three", job) == "RUNNING"
 
     cluster = api.scale_cluster("three", "gpu", 2)
@@ -195,6 +195,15 @@ def _cluster_processes(root: Path) -> list[int]:
         wrapper = psutil.Process(json.loads(entry.read_text())["pid"])
         pids += [wrapper.pid] + [c.pid for c in wrapper.children(recursive=True)]
     return pids
+
+
+def _step_report(cluster: str, step: subprocess.CompletedProcess) -> str:
+    """What a failed step printed, and the end of every daemon's log: the step's own
+    daemons (slurmstepd) log into their node's slurmd log."""
+    logs = Path(api.get_cluster(cluster).runtime["dir"]) / "log"
+    tails = [f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+             for log in sorted(logs.glob("*.log"))]
+    return "\n".join([f"rc={step.returncode} stdout={step.stdout!r}", f"stderr={step.stderr}", *tails])
 
 
 def _job_processes(cmdline: str) -> list[int]:

@@ -110,5 +110,9 @@ class StudyExists(GtcError):
     """A tuning study of that name exists already."""
 
 
+class StudyBusy(GtcError):
+    """A study cannot do that now: another process drives it, or none does."""
+
+
 class StudyTimeout(GtcError):
     """A wait for a study ran out of time; the study itself goes on."""

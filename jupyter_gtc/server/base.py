@@ -31,6 +31,9 @@ from ..exceptions import (
     SlurmError,
     SpecError,
     SpecErrors,
+    StudyBusy,
+    StudyExists,
+    StudyNotFound,
 )
 
 # Slow work (a scale, a delete) must not hold up the quick reads the sidebar makes meanwhile,
@@ -39,9 +42,9 @@ _executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gtc-rest")
 
 # The first class in this list that an error is an instance of gives its status.
 _STATUS = [
-    ((ClusterNotFound, JobNotFound, OperationNotFound), 404),
+    ((ClusterNotFound, JobNotFound, OperationNotFound, StudyNotFound), 404),
     ((SpecError, SpecErrors, JobSubmitError), 400),
-    ((ClusterBusy, ClusterExists), 409),
+    ((ClusterBusy, ClusterExists, StudyBusy, StudyExists), 409),
     ((CommandError, SlurmError), 502),  # Slurm failed or could not be reached: not the client's fault
     ((GtcError,), 500),
 ]

@@ -5,10 +5,11 @@
 request carries the same token header as every other call (EventSource can send only cookies).
 
     event: snapshot   {"clusters": [Cluster.to_json()...], "cluster": NAME, "jobs": [job_json...],
-                       "operations": [Operation.to_json()...]}
+                       "studies": [study_json...], "operations": [Operation.to_json()...]}
                       first, on every (re)connect: the client starts over from it
     event: clusters   {"clusters": [...]}   whenever a cluster or a node changed (state, allocation)
     event: job        job_json              whenever one of NAME's jobs changed (not for elapsed alone)
+    event: studies    {"cluster": NAME, "studies": [study_json...]}   whenever one of NAME's studies changed
     event: operation  Operation.to_json()   a create, scale or delete started, made progress or ended
     event: warning    {"message": ...}      a tick failed; the next one retries (its clusters event ends it)
     : keep-alive                            every 15 s, so both ends notice a dead connection
@@ -38,6 +39,7 @@ from .. import api
 from ..exceptions import GtcError
 from .base import GtcHandler, call
 from .handlers_jobs import jobs_json
+from .handlers_studies import studies_json
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,8 @@ class ChangeFeed:
         self._clusters: list[dict[str, Any]] = []
         self._clusters_read_at = 0.0
         self._jobs: dict[str, dict[str, dict[str, Any]]] = {}  # cluster -> job id -> job_json
+        self._studies: dict[str, list[dict[str, Any]]] = {}  # cluster -> study_json, newest first
+        self._finished_studies: dict[str, dict[str, Any]] = {}  # name -> study_json; they never change
         self._poller_listeners: dict[str, Any] = {}  # cluster -> unsubscribe, touched only by _read
         self._operations_listener: Any = None  # unsubscribe, set by _read
         self._clusters_stale = True  # read them at the next tick (a poller saw a change, or a new connection)
@@ -91,7 +95,7 @@ class ChangeFeed:
             if waiting:
                 self._clusters_stale = True
             try:
-                clusters, jobs = await call(self._read, wanted, loop)
+                clusters, jobs, studies = await call(self._read, wanted, loop)
             except Exception as e:  # a failed tick is reported and retried, never fatal
                 log.warning("jupyter_gtc change feed: %s", e, exc_info=not isinstance(e, web.HTTPError))
                 self._broadcast("warning", {"message": str(e) if isinstance(e, web.HTTPError) else
@@ -99,7 +103,7 @@ class ChangeFeed:
                 self._clusters_stale = True  # the next tick re-reads them, and its clusters event ends the warning
                 self._warned = True
             else:
-                self._publish(clusters, jobs, waiting)
+                self._publish(clusters, jobs, studies, waiting)
             try:
                 await asyncio.wait_for(self._wake.wait(), self.interval)
             except asyncio.TimeoutError:
@@ -107,8 +111,9 @@ class ChangeFeed:
             self._wake.clear()
         self._stop_listening()
 
-    def _read(self, wanted: set[str], loop) -> tuple[list[dict] | None, dict[str, dict[str, dict]]]:
-        """Runs on a REST thread: this tick's clusters (None when not due) and jobs of ``wanted``."""
+    def _read(self, wanted: set[str], loop) -> tuple[list[dict] | None, dict[str, dict[str, dict]], dict[str, list]]:
+        """Runs on a REST thread: this tick's clusters (None when not due), and the jobs and
+        studies of the ``wanted`` clusters."""
         clusters = None
         due = time.monotonic() - self._clusters_read_at >= self.cluster_interval
         if due or self._clusters_stale:
@@ -120,13 +125,15 @@ class ChangeFeed:
         if self._operations_listener is None:
             self._operations_listener = api.cluster_operations().subscribe(
                 lambda op: loop.call_soon_threadsafe(self._on_operation, op.to_json()))
-        jobs = {}
+        jobs, studies = {}, {}
         for name in wanted & names:
             try:
                 jobs[name] = {j["id"]: j for j in jobs_json(name)}
+                studies[name] = studies_json(name, self._finished_studies)
             except GtcError:  # deleted since list_clusters: the next tick's clusters say so
+                jobs.pop(name, None)
                 continue
-        return clusters, jobs
+        return clusters, jobs, studies
 
     def _listen_to_pollers(self, names: set[str], loop) -> None:
         def on_tick(changed) -> None:  # on a poller's thread
@@ -154,10 +161,11 @@ class ChangeFeed:
             self._operations_listener()
             self._operations_listener = None
         self._jobs.clear()
+        self._studies.clear()
         self._clusters_stale = True
 
     def _publish(self, clusters: list[dict] | None, jobs: dict[str, dict[str, dict]],
-                 waiting: set[Subscription]) -> None:
+                 studies: dict[str, list[dict]], waiting: set[Subscription]) -> None:
         if clusters is not None and (clusters != self._clusters or self._warned):
             self._clusters, self._warned = clusters, False
             self._broadcast("clusters", {"clusters": clusters}, only_snapshotted=True)
@@ -168,6 +176,11 @@ class ChangeFeed:
             self._jobs[name] = current
             for job in reversed(changed):  # oldest first, as they happened
                 self._broadcast("job", job, cluster=name, only_snapshotted=True)
+        for name, current in studies.items():
+            if current != self._studies.get(name):
+                self._studies[name] = current
+                self._broadcast("studies", {"cluster": name, "studies": current}, cluster=name,
+                                only_snapshotted=True)
         names = {c["name"] for c in self._clusters}
         operations = None
         for s in self._subscriptions:
@@ -178,6 +191,7 @@ class ChangeFeed:
                     operations = [op.to_json() for op in api.cluster_operations().list()]
                 s.queue.put_nowait(("snapshot", {"clusters": self._clusters, "cluster": s.cluster,
                                                  "jobs": list(self._jobs.get(s.cluster, {}).values()),
+                                                 "studies": self._studies.get(s.cluster, []),
                                                  "operations": operations}))
 
     def _broadcast(self, event: str, data: Any, cluster: str | None = None, only_snapshotted: bool = False) -> None:

@@ -1,8 +1,8 @@
 """HTTP routes of the server extension.
 
 ``{base_url}gtc/api/...`` is the REST API of the sidebar: clusters
-(``handlers_clusters.py``), jobs, their logs and metrics (``handlers_jobs.py``) and the
-change feed (``feed.py``). Every route needs a login, like the rest of the server.
+(``handlers_clusters.py``), jobs, their logs and metrics (``handlers_jobs.py``), tuning
+studies (``handlers_studies.py``) and the change feed (``feed.py``). Every route needs a login, like the rest of the server.
 
 ``{base_url}gtc/static/bokeh/<file>`` serves the BokehJS files of the installed ``bokeh``
 package (``bokeh/server/static``: ``js/bokeh.min.js``, ``js/bokeh-widgets.min.js``, ...),
@@ -57,7 +57,7 @@ class BokehStaticHandler(JupyterHandler, web.StaticFileHandler):
 
 def setup_routes(web_app) -> None:
     """Add the extension's routes to a Jupyter server's tornado application."""
-    from . import feed, handlers_clusters, handlers_jobs
+    from . import feed, handlers_clusters, handlers_jobs, handlers_studies
 
     base_url = web_app.settings["base_url"]
     api_prefix = url_path_join(base_url, API_ROUTE)
@@ -65,6 +65,7 @@ def setup_routes(web_app) -> None:
     web_app.add_handlers(".*$", [
         *handlers_clusters.handlers(api_prefix),
         *handlers_jobs.handlers(api_prefix),
+        *handlers_studies.handlers(api_prefix),
         *feed.handlers(api_prefix),
         (url_path_join(base_url, BOKEH_ROUTE, "(.*)"), BokehStaticHandler,
          {"path": str(bokeh_static_dir())}),

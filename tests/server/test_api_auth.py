@@ -15,7 +15,9 @@ ROUTES = [
     ("POST", "clusters/any/scale"), ("GET", "jobs"), ("GET", "jobs?cluster=any"), ("GET", "jobs/any/1"),
     ("POST", "jobs/any/1/cancel"), ("POST", "jobs/any/1/requeue"), ("POST", "jobs/any/1/hold"),
     ("POST", "jobs/any/1/release"), ("GET", "jobs/any/1/log?offset=0"), ("GET", "jobs/any/1/metrics?since=0"),
-    ("GET", "operations"), ("GET", "operations/any"),
+    ("GET", "operations"), ("GET", "operations/any"), ("GET", "studies"), ("GET", "studies?cluster=any"),
+    ("GET", "studies/any"), ("POST", "studies/any/stop"), ("POST", "studies/any/resume"),
+    ("POST", "studies/any/trials/1/stop"),
 ]
 
 
@@ -56,7 +58,8 @@ def _cookie_login(server) -> dict[str, str]:
 
 WRITES = [("POST", "jobs/none/1/cancel", b"", "JobNotFound"),
           ("POST", "clusters/none/scale", b'{"pool": "gpu", "nodes": 2}', "ClusterNotFound"),
-          ("DELETE", "clusters/none", None, "ClusterNotFound")]
+          ("DELETE", "clusters/none", None, "ClusterNotFound"),
+          ("POST", "studies/none/stop", b"", "StudyNotFound")]
 
 
 @pytest.mark.parametrize(("method", "write", "payload", "kind"), WRITES)

@@ -36,3 +36,13 @@ def trial_script(*flags: str, env: dict[str, str] | None = None) -> str:
             f"{shlex.quote(sys.executable)} {shlex.quote(str(OBJECTIVE))} {extra} \"$@\"\n")
 
 
+
+
+def short_spec(parameters: str, *, trials: int, parallel: int = 2, extra: str = "", script: str | None = None) -> dict:
+    """A tuning spec in the short form, minimizing the objective's val_loss."""
+    import yaml
+
+    data = yaml.safe_load(f"metric: val_loss:minimize\nmax_trials: {trials}\nparallel: {parallel}\n"
+                          f"parameters: {parameters}\n{extra}")
+    data["job"] = script or trial_script()
+    return data

@@ -4,6 +4,7 @@ storage: no cluster. The driver's own behaviour is tested on the real cluster.""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import optuna
 import pytest
@@ -118,3 +119,23 @@ def test_decay_curve_stops_a_trial_whose_curve_cannot_reach_the_best():
         hopeless.report(3.0 + 2.0 / step, step)    # heads for 3.1
     assert not promising.should_prune()
     assert hopeless.should_prune()
+
+
+def _open_and_load(path: str, barrier) -> str:
+    spec = spec_of("parameters: {x: {double: [0, 1]}}\n")
+    barrier.wait()  # all at once, on a file none of them has set up
+    study = engine.create_or_load(spec, "together", engine.open_storage(Path(path)))
+    return study.study_name
+
+
+def test_processes_opening_a_new_study_storage_at_once_all_get_the_study(tmp_path):
+    # A driver creating a study and a Jupyter server showing it open the storage together.
+    import multiprocessing
+
+    processes = 6
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(processes)
+        with ctx.Pool(processes) as pool:
+            names = pool.starmap(_open_and_load, [(str(tmp_path / "study.db"), barrier)] * processes)
+    assert names == ["together"] * processes

@@ -19,18 +19,9 @@ from jupyter_gtc import api
 from jupyter_gtc.exceptions import SpecErrors, StudyExists
 from jupyter_gtc.spec.study import format_flag
 from tests.conftest import sleep_until
-from tests.tuning.conftest import trial_script
+from tests.tuning.conftest import short_spec, trial_script
 
 pytestmark = pytest.mark.slurm
-
-
-def short_spec(parameters: str, *, trials: int, parallel: int = 2, extra: str = "", script: str | None = None) -> dict:
-    import yaml
-
-    data = yaml.safe_load(f"metric: val_loss:minimize\nmax_trials: {trials}\nparallel: {parallel}\n"
-                          f"parameters: {parameters}\n{extra}")
-    data["job"] = script or trial_script()
-    return data
 
 
 def args_of(trial) -> dict:

@@ -20,6 +20,7 @@ Optuna is imported inside functions: ``import jupyter_gtc.api`` stays light.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import math
 import sqlite3
@@ -51,12 +52,16 @@ def open_storage(path: Path):
     import optuna
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, timeout=30)
-    try:
-        db.execute("PRAGMA journal_mode=WAL")  # persistent in the file, for every later connection
-    finally:
-        db.close()
-    return optuna.storages.RDBStorage(f"sqlite:///{path}", engine_kwargs={"connect_args": {"timeout": 60}})
+    # RDBStorage creates its tables on first use, and two processes doing that at once (a
+    # driver, and a server showing the new study) collide on "table ... already exists".
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        db = sqlite3.connect(path, timeout=30)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # persistent in the file, for every later connection
+        finally:
+            db.close()
+        return optuna.storages.RDBStorage(f"sqlite:///{path}", engine_kwargs={"connect_args": {"timeout": 60}})
 
 
 def create_or_load(spec: TuningSpec, name: str, storage, sampler=None):

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...exceptions import ClusterBusy, GtcError
+from ...exceptions import ClusterBusy, GtcError, SpecError, StudyBusy
 from ...spec.cluster import parse_cluster_spec
 from ...spec.study import TuningSpec, parse_tuning_spec
 from ...state import Store
@@ -83,7 +83,7 @@ class TuningService:
             pid, host = this_process()
             holder = self.store.claim_study(name, pid, host, self._holder_alive)
             if holder is not None:
-                raise GtcError(f"study {name} is driven by process {holder.driver_pid} on {holder.driver_host}; "
+                raise StudyBusy(f"study {name} is driven by process {holder.driver_pid} on {holder.driver_host}; "
                                "watch it from here, or stop that process first")
             self.store.update_study(name, state="RUNNING", reason=None)
             self._start_driver(name)
@@ -105,13 +105,17 @@ class TuningService:
             self._stop_undriven(name)
 
     def stop_trial(self, name: str, number: int) -> None:
+        running = [t for t in self.snapshot(name).trials if t.state == "RUNNING"]
+        if number not in {t.number for t in running}:
+            ids = ", ".join(t.trial_id for t in running) or "none now"
+            raise SpecError("trial", str(number + 1), f"a running trial of study {name} (running: {ids})")
         driver = self._drivers.get(name)
         if driver is not None and driver.alive:
             driver.request_stop_trial(number)
             return
         record = self.store.get_study(name)
         if not self.is_driven(record):
-            raise GtcError(f"study {name} is not driven by any process; resume it first")
+            raise StudyBusy(f"study {name} is not driven by any process; resume it first")
         self.store.update_study(name, stop_trials=sorted({*record.stop_trials, number}))
 
     def to_vertex(self, name: str, image_uri: str | None = None) -> dict[str, Any]:

@@ -156,6 +156,55 @@ export interface IJob {
   reason: string | null;
 }
 
+/** A trial of a study (`TrialView.to_json()` in `services/tuning/trials.py`). */
+export interface ITrial {
+  /** Optuna's trial number, from 0. */
+  number: number;
+  /** `CLOUD_ML_TRIAL_ID`: "1", "2", ... as on Vertex; what `stop_trial` takes. */
+  trial_id: string;
+  /** RUNNING, COMPLETE, PRUNED or FAIL (Optuna's). */
+  state: string;
+  /** The hyperparameters it got; conditional ones only where active. */
+  params: Record<string, string | number | boolean>;
+  /** The final metric (COMPLETE; PRUNED: its last report); null where NaN or not yet. */
+  value: number | null;
+  /** The newest intermediate value, and its step. */
+  latest: number | null;
+  step: number | null;
+  job_id: string | null;
+  job_dir: string | null;
+  /** Why it stopped early or failed. */
+  reason: string | null;
+  /** Seconds since the epoch. */
+  started: number | null;
+  finished: number | null;
+  stopped_early: boolean;
+  /** Every intermediate [step, value]: only in `GET studies/<name>`. */
+  curve?: [number, number | null][];
+}
+
+/** A tuning study (`handlers_studies.study_json`: `Study.to_json()` less the spec and curves). */
+export interface IStudy {
+  name: string;
+  cluster: string;
+  /** RUNNING, STOPPING, SUCCEEDED, FAILED or STOPPED. */
+  state: string;
+  reason: string | null;
+  /** Which Optuna sampler drives it, and why. */
+  sampler: string;
+  metric: string;
+  direction: 'minimize' | 'maximize';
+  max_trials: number;
+  parallel: number;
+  /** Some live process (a kernel, the CLI, this server) drives it; else it waits to be resumed. */
+  driven: boolean;
+  /** Trials by state: RUNNING, COMPLETE, PRUNED, FAIL. */
+  counts: Record<string, number>;
+  /** The best completed trial so far. */
+  best: ITrial | null;
+  trials: ITrial[];
+}
+
 /** A range of a job's log (`handlers_jobs.read_log_range`). */
 export interface ILogChunk {
   text: string;
@@ -234,6 +283,8 @@ export namespace FeedEvent {
     clusters: ICluster[];
     cluster: string | null;
     jobs: IJob[];
+    /** The cluster's tuning studies, newest first. */
+    studies: IStudy[];
     /** Running and recently finished operations, oldest first. */
     operations: IOperation[];
   }
@@ -241,6 +292,11 @@ export namespace FeedEvent {
   export type IOperationEvent = IOperation;
   /** A cluster or node changed. */
   export type IClusters = IClusterList;
+  /** One of the cluster's studies changed: all of them, newest first. */
+  export interface IStudies {
+    cluster: string;
+    studies: IStudy[];
+  }
   /** A tick failed; the next one retries. */
   export interface IWarning {
     message: string;

@@ -14,11 +14,11 @@ import {
 } from '@jupyterlab/apputils';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
-import { ICluster, IOperation } from './api';
+import { ICluster, IOperation, IStudy } from './api';
 import { openJobTab } from './jobtab';
 import { createLogTab, JobLog } from './logview';
 import { createMetricsTab, JobMetrics } from './metricsview';
-import { ClustersModel, JobAction, OperationProgress } from './model';
+import { ClustersModel, JobAction, OperationProgress, resumable, STUDY_FINISHED } from './model';
 
 export namespace CommandIDs {
   export const showSidebar = 'jupyter-gtc:show-sidebar';
@@ -32,6 +32,9 @@ export namespace CommandIDs {
   export const requeueJob = 'jupyter-gtc:requeue-job';
   export const holdJob = 'jupyter-gtc:hold-job';
   export const releaseJob = 'jupyter-gtc:release-job';
+  export const stopStudy = 'jupyter-gtc:stop-study';
+  export const resumeStudy = 'jupyter-gtc:resume-study';
+  export const stopTrial = 'jupyter-gtc:stop-trial';
 }
 
 const CATEGORY = 'Training Clusters';
@@ -167,11 +170,7 @@ export function addCommands(
       execute: async args => {
         const job = await pickJob(model, args, `${verb} a job`);
         if (job) {
-          try {
-            await model.act(job, action);
-          } catch (error) {
-            Notification.error(`${verb} job ${job.id}: ${(error as Error).message}`, { autoClose: 8000 });
-          }
+          await notifyFailure(model.act(job, action), `${verb} job ${job.id}`);
         }
       }
     });
@@ -179,6 +178,54 @@ export function addCommands(
   jobAction(CommandIDs.requeueJob, 'requeue', 'Requeue');
   jobAction(CommandIDs.holdJob, 'hold', 'Hold');
   jobAction(CommandIDs.releaseJob, 'release', 'Release');
+
+  commands.addCommand(CommandIDs.stopStudy, {
+    label: args => (args.study ? `Stop Study ${args.study}…` : 'Stop a Tuning Study…'),
+    isEnabled: () => model.studies.some(s => !STUDY_FINISHED.has(s.state)),
+    execute: async args => {
+      const name = await pickStudy(model, args, 'Stop a study', s => !STUDY_FINISHED.has(s.state));
+      if (!name) {
+        return;
+      }
+      const answer = await showDialog({
+        title: `Stop study ${name}?`,
+        body: 'Its running trials are cancelled and recorded as stopped early. Finished trials are kept.',
+        buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Stop' })]
+      });
+      if (answer.button.accept) {
+        await notifyFailure(model.actOnStudy(name, 'stop'), `Stop study ${name}`);
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.resumeStudy, {
+    label: args => (args.study ? `Resume Study ${args.study}` : 'Resume a Tuning Study…'),
+    caption: 'Drive the study from this Jupyter server: finished trials are kept, running ones followed again',
+    isEnabled: () => model.studies.some(resumable),
+    execute: async args => {
+      const name = await pickStudy(model, args, 'Resume a study', resumable);
+      if (name) {
+        await notifyFailure(model.actOnStudy(name, 'resume'), `Resume study ${name}`);
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.stopTrial, {
+    label: args => (args.trial ? `Stop Trial ${args.trial} of ${args.study}` : 'Stop a Tuning Trial…'),
+    isEnabled: () => model.studies.some(s => s.counts.RUNNING > 0),
+    execute: async args => {
+      const name = await pickStudy(model, args, 'Stop a trial of a study', s => s.counts.RUNNING > 0);
+      if (!name) {
+        return;
+      }
+      const study = model.studies.find(s => s.name === name);
+      const running = (study?.trials ?? []).filter(t => t.state === 'RUNNING').map(t => t.trial_id);
+      const trial = (args.trial as string) ?? (await ask(InputDialog.getItem({ title: `Stop a trial of ${name}`, items: running })));
+      if (trial) {
+        await notifyFailure(model.stopTrial(name, trial), `Stop trial ${trial} of ${name}`);
+      }
+    }
+  });
 
   for (const command of Object.values(CommandIDs)) {
     palette?.addItem({ command, category: CATEGORY });
@@ -197,6 +244,29 @@ async function pickJob(
   const items = model.jobs.map(j => `${j.id}  ${j.name}  (${j.state})`);
   const picked = await ask(InputDialog.getItem({ title, items }));
   return picked && model.cluster ? { cluster: model.cluster, id: picked.split(' ')[0] } : null;
+}
+
+/** The study named by `args.study`, or one the user picks of those `which` accepts. */
+async function pickStudy(
+  model: ClustersModel,
+  args: Args,
+  title: string,
+  which: (study: IStudy) => boolean
+): Promise<string | null> {
+  if (args.study) {
+    return String(args.study);
+  }
+  const items = model.studies.filter(which).map(s => s.name);
+  return ask(InputDialog.getItem({ title, items }));
+}
+
+/** Wait for `action`; a failure is shown as an error toast that says why. */
+async function notifyFailure(action: Promise<unknown>, what: string): Promise<void> {
+  try {
+    await action;
+  } catch (error) {
+    Notification.error(`${what}: ${(error as Error).message}`, { autoClose: 8000 });
+  }
 }
 
 /** A dialog's value, or null when it was cancelled. */

@@ -1,18 +1,21 @@
 /**
  * What the sidebar shows, kept current by the change feed: the clusters, the chosen
- * cluster (remembered across page reloads), its jobs, and the creates, scales and deletes
- * running in the background. Sections render from it and call its actions; none of them
- * talks to the server on its own.
+ * cluster (remembered across page reloads), its jobs and tuning studies, and the creates,
+ * scales and deletes running in the background. Sections render from it and call its
+ * actions; none of them talks to the server on its own.
  */
 import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { ApiError, FeedEvent, ICluster, IJob, IOperation, requestAPI } from './api';
+import { ApiError, FeedEvent, ICluster, IJob, IOperation, IStudy, requestAPI } from './api';
 import { EventFeed, FeedStatus, IFeedMessage } from './feed';
 
 /** Actions on a job, each a `POST jobs/<cluster>/<id>/<action>`. */
 export type JobAction = 'cancel' | 'requeue' | 'hold' | 'release';
+
+/** Actions on a study, each a `POST studies/<name>/<action>`. */
+export type StudyAction = 'stop' | 'resume';
 
 /** Called with each step of an operation the caller started. */
 export type OperationProgress = (operation: IOperation) => void;
@@ -30,6 +33,14 @@ export const FINISHED_STATES = new Set([
   'DEADLINE'
 ]);
 
+/** Study states after which it does nothing more. */
+export const STUDY_FINISHED = new Set(['SUCCEEDED', 'FAILED', 'STOPPED']);
+
+/** A study that waits for a process to drive it (after a restart, or once stopped). */
+export function resumable(study: IStudy): boolean {
+  return !study.driven && study.state !== 'SUCCEEDED' && study.state !== 'FAILED';
+}
+
 export class ClustersModel implements IDisposable {
   /** Every cluster, oldest first, with its nodes. */
   clusters: ICluster[] = [];
@@ -41,6 +52,8 @@ export class ClustersModel implements IDisposable {
   loaded = false;
   /** Creates, scales and deletes by id: running, and finished ones the server still keeps. */
   operations = new Map<string, IOperation>();
+  /** The chosen cluster's tuning studies, newest first. */
+  studies: IStudy[] = [];
 
   constructor() {
     this.cluster = ChosenCluster.load();
@@ -89,6 +102,7 @@ export class ClustersModel implements IDisposable {
     }
     if (name !== this.cluster) {
       this.cluster = name;
+      this.studies = [];
       this._jobs.clear();
       this._sortedJobs = null;
       this._connect();
@@ -129,6 +143,17 @@ export class ClustersModel implements IDisposable {
   async act(job: { cluster: string; id: string }, action: JobAction): Promise<void> {
     const path = `jobs/${enc(job.cluster)}/${enc(job.id)}/${action}`;
     this._upsert(await requestAPI<IJob>(path, { method: 'POST' }));
+  }
+
+  /** Stop a study (its running trials are cancelled) or resume it (this server drives it). */
+  async actOnStudy(name: string, action: StudyAction): Promise<void> {
+    this._upsertStudy(await requestAPI<IStudy>(`studies/${enc(name)}/${action}`, { method: 'POST' }));
+  }
+
+  /** Stop one running trial of a study (its job is cancelled; it is recorded as pruned). */
+  async stopTrial(name: string, trialId: string): Promise<void> {
+    const path = `studies/${enc(name)}/trials/${enc(trialId)}/stop`;
+    this._upsertStudy(await requestAPI<IStudy>(path, { method: 'POST' }));
   }
 
   /** Scale a pool; resolves with the cluster once done, rejects with why it failed. */
@@ -190,6 +215,7 @@ export class ClustersModel implements IDisposable {
         this.clusters = snapshot.clusters;
         this._jobs.clear();
         snapshot.jobs.forEach(job => this._upsert(job));
+        this.studies = snapshot.studies ?? [];
         this._replaceOperations(snapshot.operations ?? []);
         this.warning = null;
         this.loaded = true;
@@ -207,6 +233,13 @@ export class ClustersModel implements IDisposable {
       case 'job':
         this._upsert(data as IJob);
         break;
+      case 'studies': {
+        const studies = data as FeedEvent.IStudies;
+        if (studies.cluster === this.cluster) {
+          this.studies = studies.studies;
+        }
+        break;
+      }
       case 'warning':
         this.warning = (data as FeedEvent.IWarning).message;
         break;
@@ -319,6 +352,14 @@ export class ClustersModel implements IDisposable {
       this._jobs.set(job.id, job);
       this._receivedAt.set(job.id, Date.now());
       this._sortedJobs = null;
+      this._emitChanged();
+    }
+  }
+
+  /** An action's answer, at once: the feed's studies event follows. */
+  private _upsertStudy(study: IStudy): void {
+    if (study.cluster === this.cluster) {
+      this.studies = this.studies.map(s => (s.name === study.name ? study : s));
       this._emitChanged();
     }
   }

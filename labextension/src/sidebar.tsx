@@ -1,8 +1,8 @@
 /**
  * The "Training Clusters" side panel: a JupyterLab `SidePanel` whose collapsible sections
- * (Clusters, Jobs) render from one `ClustersModel`. Another section (studies, models) is a
- * `ReactWidget` given to `addWidget`. Buttons run commands (commands.ts), so each action is
- * also in the command palette.
+ * (Clusters, Jobs, and Studies from studies.tsx) render from one `ClustersModel`. Another
+ * section (models) is a `ReactWidget` given to `addWidget`. Buttons run commands
+ * (commands.ts), so each action is also in the command palette.
  */
 import {
   addIcon,
@@ -26,12 +26,14 @@ import {
 } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
 import { AccordionPanel, Panel } from '@lumino/widgets';
-import React, { useEffect, useState } from 'react';
+import React, { useState } from 'react';
 
 import { ICluster, IJob, INode, IOperation } from './api';
 import { CommandIDs } from './commands';
 import { clusterIcon, metricsIcon } from './icons';
 import { ClustersModel, FINISHED_STATES } from './model';
+import { duration, StateKind, StateLabel, useClock } from './parts';
+import { StudiesSection } from './studies';
 
 export function createSidebar(
   model: ClustersModel,
@@ -52,7 +54,8 @@ export function createSidebar(
   panel.addClass('jp-gtc-Sidebar');
   panel.addWidget(new ClustersSection(model, commands));
   panel.addWidget(new JobsSection(model, commands));
-  (panel.content as AccordionPanel).setRelativeSizes([1, 2]);
+  panel.addWidget(new StudiesSection(model, commands));
+  (panel.content as AccordionPanel).setRelativeSizes([2, 2, 2]);
   return panel;
 }
 
@@ -433,23 +436,7 @@ function jobDetail(job: IJob): string | undefined {
   return job.state === 'PENDING' && job.reason ? job.reason : undefined;
 }
 
-// -- small parts ------------------------------------------------------------------------
-
-type StateKind = 'good' | 'active' | 'waiting' | 'bad';
-
-/** A state in the colour of its kind (theme colours: success, brand, warn, error). */
-function StateLabel(props: { state: string; kind: StateKind; detail?: string }): JSX.Element {
-  return (
-    <span
-      className={`jp-gtc-State jp-gtc-State-${props.kind}`}
-      data-state={props.state}
-      title={props.detail ? `${props.state} · ${props.detail}` : undefined}
-    >
-      {props.state}
-      {props.detail && <span className="jp-gtc-State-detail"> · {props.detail}</span>}
-    </span>
-  );
-}
+// -- kinds of states ----------------------------------------------------------------
 
 function clusterKind(state: string): StateKind {
   return state === 'RUNNING' ? 'good' : state === 'ERROR' ? 'bad' : 'waiting';
@@ -467,34 +454,6 @@ function jobKind(state: string): StateKind {
     return 'active';
   }
   return FINISHED_STATES.has(state) ? 'bad' : 'waiting';
-}
-
-/** Render once a second while `running`. */
-function useClock(running: boolean): number {
-  const [now, setNow] = useState(Date.now());
-  useEffect(() => {
-    if (!running) {
-      return;
-    }
-    const timer = setInterval(() => setNow(Date.now()), 1000);
-    return () => clearInterval(timer);
-  }, [running]);
-  return now;
-}
-
-function duration(seconds: number | null): string {
-  if (seconds === null) {
-    return '–';
-  }
-  const s = Math.floor(seconds);
-  const hms = [Math.floor(s / 3600), Math.floor(s / 60) % 60, s % 60];
-  return hms[0] > 0
-    ? `${hms[0]}:${pad(hms[1])}:${pad(hms[2])}`
-    : `${hms[1]}:${pad(hms[2])}`;
-}
-
-function pad(n: number): string {
-  return String(n).padStart(2, '0');
 }
 
 function gigabytes(mb: number): string {

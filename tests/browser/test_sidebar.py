@@ -1,8 +1,8 @@
 """The "Training Clusters" sidebar in a real JupyterLab, in a real headless Chromium, on a
 real local Slurm cluster: nodes, live jobs (from the api and from a notebook's %%sbatch),
 cancel, hold and release from the panel, a log tab that grows, a metrics plot that grows,
-create / scale / delete with their progress, the chosen cluster kept across a reload,
-light and dark themes, a server restart."""
+create / scale / delete with their progress, a tuning study's trials and its stop, the
+chosen cluster kept across a reload, light and dark themes, a server restart."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from jupyter_gtc.state import JobRecord, default_home, open_store
 from tests.browser.lab import open_and_run_all, set_theme
 from tests.conftest import create_fails_halfway, slurm, small_gpu_spec
 from tests.server.api_client import wait_for
+from tests.tuning.conftest import short_spec, trial_script
 
 SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="jupyter-gtc-sidebar"]'
 STEPS = "#!/bin/bash\nfor i in $(seq 1 3000); do echo \"step $i loss=$((3000 - i))\"; sleep 0.1; done\n"
@@ -343,6 +344,60 @@ def test_five_hundred_jobs_render_and_stay_responsive(jupyter_lab, page, cluster
     page.locator("#jupyter-gtc-sidebar").screenshot(path=str(screenshots / "sidebar_500_jobs.png"))
     assert filtered < 1.0
     assert max(ticking + long_tasks, default=0) < 500, (ticking, long_tasks)  # no freeze with 500 rows live
+
+
+def test_a_studys_trials_show_live_and_stop_from_the_panel(jupyter_lab, page, cluster, screenshots):
+    """A study this process drives, as a notebook would: the panel shows its trials as they
+    run, stops one, plots one's metrics, and stops the study; the driver here obeys."""
+    spec = short_spec("{lr: {double: [0.001, 0.1], scale: log}, layers: {integer: [1, 4]}}", trials=6, parallel=2,
+                      script=trial_script("--steps=300", "--delay=0.2"))
+    study = api.create_study(cluster.name, spec, name="lr-sweep")
+    try:
+        open_lab_with_sidebar(jupyter_lab, page)
+        item = page.locator('.jp-gtc-Study[data-study="lr-sweep"]')
+        study_state = item.locator(".jp-gtc-Job-line .jp-gtc-State").first
+        expect(study_state).to_have_text("RUNNING", timeout=30_000)
+        expect(item.locator(".jp-gtc-Trial[data-trial]")).to_have_count(2, timeout=30_000)
+        expect(item.locator(".jp-gtc-Study-progress")).to_have_text("0/6 trials · 2 running")
+        first = item.locator('.jp-gtc-Trial[data-trial="1"]')
+        expect(first.locator(".jp-gtc-State")).to_have_text("RUNNING")
+        expect(first.locator(".jp-gtc-Trial-params")).to_contain_text("layers=")
+        # The latest report shows, and moves on as the trial reports (val_loss falls with each step).
+        value = first.locator(".jp-gtc-Trial-value")
+        shown = wait_for(lambda: (t := value.inner_text()) != "–" and t, timeout=20, what="trial 1's first report")
+        wait_for(lambda: value.inner_text() != shown, timeout=20, what="a newer report")
+        page.locator("#jupyter-gtc-sidebar").screenshot(path=str(screenshots / "sidebar_study_light.png"))
+
+        # Its job's metrics, in the same tab as any job's.
+        item.locator('.jp-gtc-Trial[data-trial="2"] [data-command="jupyter-gtc:open-metrics"]').click()
+        expect(page.locator('.jp-gtc-Metrics path[data-tag="val_loss (hypertune)"]')).to_have_count(1, timeout=30_000)
+
+        first.locator('[data-command="jupyter-gtc:stop-trial"]').click()
+        expect(first.locator(".jp-gtc-State")).to_contain_text("PRUNED", timeout=15_000)
+        expect(first.locator(".jp-gtc-Trial-reason")).to_have_text("stopped by the user · ")
+        assert study.snapshot().trials[0].state == "PRUNED"  # what the driver here recorded
+        expect(item.locator('.jp-gtc-Trial[data-trial="3"] .jp-gtc-State')).to_have_text("RUNNING", timeout=15_000)
+
+        set_theme(page, "JupyterLab Dark")
+        page.locator("#jupyter-gtc-sidebar").screenshot(path=str(screenshots / "sidebar_study_dark.png"))
+        set_theme(page, "JupyterLab Light")
+
+        item.locator('.jp-gtc-Job-line [data-command="jupyter-gtc:stop-study"]').click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text("Stop study lr-sweep?")
+        dialog.locator(".jp-mod-accept").click()
+        expect(study_state).to_contain_text("STOPPED", timeout=30_000)
+        expect(item.locator(".jp-gtc-Study-progress")).not_to_contain_text("running")
+        study.wait(timeout=30)
+        assert study.state == "STOPPED" and study.snapshot().counts["RUNNING"] == 0
+        # Stopped and driven by no process: it can be resumed from here, and nothing else.
+        expect(item.locator('[data-command="jupyter-gtc:resume-study"]')).to_be_visible()
+        expect(item.locator('[data-command="jupyter-gtc:stop-study"]')).to_have_count(0)
+    finally:
+        if not study.finished:
+            study.stop()
+    errors = [line for line in page.console_log if line.startswith("[pageerror]")]
+    assert not errors, errors
 
 
 def test_the_sidebar_reconnects_after_a_server_restart(jupyter_lab, page, cluster):

@@ -1,0 +1,49 @@
+/**
+ * Small parts the sidebar's sections share: a state in its theme colour, a clock that
+ * re-renders while something runs, and durations as h:mm:ss.
+ */
+import React, { useEffect, useState } from 'react';
+
+export type StateKind = 'good' | 'active' | 'waiting' | 'bad';
+
+/** A state in the colour of its kind (theme colours: success, brand, warn, error). */
+export function StateLabel(props: { state: string; kind: StateKind; detail?: string }): JSX.Element {
+  return (
+    <span
+      className={`jp-gtc-State jp-gtc-State-${props.kind}`}
+      data-state={props.state}
+      title={props.detail ? `${props.state} · ${props.detail}` : undefined}
+    >
+      {props.state}
+      {props.detail && <span className="jp-gtc-State-detail"> · {props.detail}</span>}
+    </span>
+  );
+}
+
+/** Render once a second while `running`. */
+export function useClock(running: boolean): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    if (!running) {
+      return;
+    }
+    const timer = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(timer);
+  }, [running]);
+  return now;
+}
+
+export function duration(seconds: number | null): string {
+  if (seconds === null) {
+    return '–';
+  }
+  const s = Math.floor(seconds);
+  const hms = [Math.floor(s / 3600), Math.floor(s / 60) % 60, s % 60];
+  return hms[0] > 0
+    ? `${hms[0]}:${pad(hms[1])}:${pad(hms[2])}`
+    : `${hms[1]}:${pad(hms[2])}`;
+}
+
+function pad(n: number): string {
+  return String(n).padStart(2, '0');
+}

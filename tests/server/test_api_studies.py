@@ -82,20 +82,19 @@ def test_a_stopped_study_resumed_by_the_server_runs_to_the_end_there(jupyter_ser
 
 
 def test_the_feed_sends_a_clusters_studies_as_they_change(jupyter_server, rest_cluster):
+    def fed(data: dict) -> dict | None:
+        return next((s for s in data["studies"] if s["name"] == "rest-fed"), None)
+
     stream = EventStream(jupyter_server, f"?cluster={rest_cluster.name}")
     try:
         snapshot = stream.next("snapshot")
         assert isinstance(snapshot["studies"], list)
-        api.create_study(rest_cluster.name, short_spec("{x: {double: [0, 1]}}", trials=2), name="rest-fed")
-        first = stream.next("studies", where=lambda d: any(s["name"] == "rest-fed" for s in d["studies"]))
-        assert first["cluster"] == rest_cluster.name
-        last = stream.next("studies", timeout=90, where=lambda d: next(
-            s for s in d["studies"] if s["name"] == "rest-fed")["state"] == "SUCCEEDED")
-        fed = next(s for s in last["studies"] if s["name"] == "rest-fed")
-        assert fed["counts"]["COMPLETE"] == 2 and fed["best"] is not None
-    except AssertionError:
-        jupyter_server.dump_threads()
-        print(jupyter_server.log()[-30000:])
-        raise
+        spec = short_spec("{x: {double: [0, 1]}}", trials=2, script=trial_script("--steps=10", "--delay=0.3"))
+        api.create_study(rest_cluster.name, spec, name="rest-fed")  # its trials take 3 s: the feed ticks each second
+        last = stream.next("studies", timeout=90, where=lambda d: (s := fed(d)) is not None and s["state"] == "SUCCEEDED")
+        assert last["cluster"] == rest_cluster.name
+        assert fed(last)["counts"]["COMPLETE"] == 2 and fed(last)["best"] is not None
+        seen = [fed(data) for event, data in stream.history if event == "studies" and fed(data)]
+        assert any(s["state"] == "RUNNING" and s["counts"]["RUNNING"] == 2 for s in seen), seen  # live, not only at the end
     finally:
         stream.close()

@@ -1,8 +1,32 @@
 /**
- * Small parts the sidebar's sections share: a state in its theme colour, a clock that
- * re-renders while something runs, and durations as h:mm:ss.
+ * Small parts the sidebar's sections share: a button that runs a command, a state in its
+ * theme colour, a clock that re-renders while something runs, and durations as h:mm:ss.
  */
+import { LabIcon, ToolbarButtonComponent } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
+import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import React, { useEffect, useState } from 'react';
+
+/** A toolbar button that runs `command` with `args`; `data-command` names it. */
+export function CommandButton(props: {
+  commands: CommandRegistry;
+  command: string;
+  args: ReadonlyPartialJSONObject;
+  icon: LabIcon;
+  tooltip: string;
+  enabled?: boolean;
+}): JSX.Element {
+  const { commands, command, args } = props;
+  return (
+    <ToolbarButtonComponent
+      icon={props.icon}
+      tooltip={props.tooltip}
+      enabled={props.enabled ?? true}
+      dataset={{ command }}
+      onClick={() => void commands.execute(command, args)}
+    />
+  );
+}
 
 export type StateKind = 'good' | 'active' | 'waiting' | 'bad';
 

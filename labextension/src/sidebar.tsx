@@ -11,6 +11,7 @@ import {
   deleteIcon,
   editIcon,
   HTMLSelect,
+  LabIcon,
   pauseIcon,
   ReactWidget,
   redoIcon,
@@ -32,7 +33,7 @@ import { ICluster, IJob, INode, IOperation } from './api';
 import { CommandIDs } from './commands';
 import { clusterIcon, metricsIcon } from './icons';
 import { ClustersModel, FINISHED_STATES } from './model';
-import { duration, StateKind, StateLabel, useClock } from './parts';
+import { CommandButton, duration, StateKind, StateLabel, useClock } from './parts';
 import { StudiesSection } from './studies';
 
 export function createSidebar(
@@ -223,20 +224,10 @@ function ClusterCard(props: {
         <span className="jp-gtc-Chip">{cluster.backend}</span>
         <StateLabel state={cluster.state} kind={clusterKind(cluster.state)} />
         <span className="jp-gtc-Cluster-spacer" />
-        <ToolbarButtonComponent
-          icon={editIcon}
-          tooltip="Scale a pool"
-          enabled={!busy}
-          dataset={{ command: CommandIDs.scalePool }}
-          onClick={() => void commands.execute(CommandIDs.scalePool, args)}
-        />
-        <ToolbarButtonComponent
-          icon={deleteIcon}
-          tooltip="Delete this cluster"
-          enabled={!busy}
-          dataset={{ command: CommandIDs.deleteCluster }}
-          onClick={() => void commands.execute(CommandIDs.deleteCluster, args)}
-        />
+        <CommandButton commands={commands} command={CommandIDs.scalePool} args={args} icon={editIcon}
+          tooltip="Scale a pool" enabled={!busy} />
+        <CommandButton commands={commands} command={CommandIDs.deleteCluster} args={args} icon={deleteIcon}
+          tooltip="Delete this cluster" enabled={!busy} />
       </div>
       {operation && <OperationLine operation={operation} onDismiss={() => props.onDismiss(operation.id)} />}
       <div className="jp-gtc-Cluster-detail">
@@ -408,14 +399,8 @@ function JobActions({ job, commands }: { job: IJob; commands: CommandRegistry })
   const args = { cluster: job.cluster, id: job.id };
   const finished = FINISHED_STATES.has(job.state);
   const held = (job.reason ?? '').startsWith('JobHeld');
-  const button = (command: string, icon: typeof stopIcon, tooltip: string) => (
-    <ToolbarButtonComponent
-      key={command}
-      icon={icon}
-      tooltip={tooltip}
-      dataset={{ command }}
-      onClick={() => void commands.execute(command, args)}
-    />
+  const button = (command: string, icon: LabIcon, tooltip: string) => (
+    <CommandButton key={command} commands={commands} command={command} args={args} icon={icon} tooltip={tooltip} />
   );
   return (
     <div className="jp-gtc-JobActions">

@@ -6,6 +6,7 @@
 import {
   caretDownIcon,
   caretRightIcon,
+  LabIcon,
   ReactWidget,
   runIcon,
   stopIcon,
@@ -20,7 +21,7 @@ import { IStudy, ITrial } from './api';
 import { CommandIDs } from './commands';
 import { metricsIcon } from './icons';
 import { ClustersModel, resumable, STUDY_FINISHED } from './model';
-import { StateKind, StateLabel } from './parts';
+import { CommandButton, StateKind, StateLabel } from './parts';
 
 export class StudiesSection extends ReactWidget {
   constructor(
@@ -93,20 +94,12 @@ function StudyItem({ study, commands }: { study: IStudy; commands: CommandRegist
         />
         <div className="jp-gtc-JobActions">
           {resumable(study) && (
-            <ToolbarButtonComponent
-              icon={runIcon}
-              tooltip="Resume: drive it from this Jupyter server"
-              dataset={{ command: CommandIDs.resumeStudy }}
-              onClick={() => void commands.execute(CommandIDs.resumeStudy, args)}
-            />
+            <CommandButton commands={commands} command={CommandIDs.resumeStudy} args={args} icon={runIcon}
+              tooltip="Resume: drive it from this Jupyter server" />
           )}
           {!finished && (
-            <ToolbarButtonComponent
-              icon={stopIcon}
-              tooltip="Stop the study"
-              dataset={{ command: CommandIDs.stopStudy }}
-              onClick={() => void commands.execute(CommandIDs.stopStudy, args)}
-            />
+            <CommandButton commands={commands} command={CommandIDs.stopStudy} args={args} icon={stopIcon}
+              tooltip="Stop the study" />
           )}
         </div>
       </div>
@@ -130,14 +123,8 @@ function TrialList({ study, commands }: { study: IStudy; commands: CommandRegist
   if (study.trials.length === 0) {
     return <div className="jp-gtc-Empty">No trial has started yet.</div>;
   }
-  const button = (command: string, icon: typeof stopIcon, tooltip: string, args: Record<string, string>) => (
-    <ToolbarButtonComponent
-      key={command}
-      icon={icon}
-      tooltip={tooltip}
-      dataset={{ command }}
-      onClick={() => void commands.execute(command, args)}
-    />
+  const button = (command: string, icon: LabIcon, tooltip: string, args: Record<string, string>) => (
+    <CommandButton key={command} commands={commands} command={command} args={args} icon={icon} tooltip={tooltip} />
   );
   return (
     <ul className="jp-gtc-Trials">

@@ -87,3 +87,28 @@ def reap_exited() -> None:
     """Collect daemons started by this process that have exited (avoids zombies)."""
     with _reapers_lock:
         _reapers[:] = [proc for proc in _reapers if proc.poll() is None]
+
+
+def this_process() -> dict[str, object]:
+    """This process as another one can check it (``process_alive``): pid, host, and start
+    time, since a pid is reused once its process has gone."""
+    import socket
+
+    import psutil
+
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": psutil.Process().create_time()}
+
+
+def process_alive(who: Mapping[str, object]) -> bool:
+    """Whether the process ``this_process()`` described still runs. One on another host
+    counts as alive: nothing here can tell."""
+    import socket
+
+    import psutil
+
+    if who.get("host") != socket.gethostname():
+        return True
+    try:
+        return abs(psutil.Process(int(who["pid"])).create_time() - float(who["started"])) < 1.0
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False

@@ -164,8 +164,8 @@ def _describe(args) -> None:
     if cluster.status:
         for key, value in cluster.status.details.items():
             out.print(f"  {key}: {value}")
-        if cluster.status.problem:
-            out.print(f"  [red]problem:[/red] {cluster.status.problem}")
+    if cluster.problem:
+        out.print(f"  [red]problem:[/red] {cluster.problem}")
     from rich.table import Table
 
     pools = Table("POOL", "MACHINE TYPE", "GPUS/NODE", "NODES", "ROLE", box=None, title="node pools", title_justify="left")

@@ -12,7 +12,9 @@ A node's daemon starts through node_init.sh, which can give the namespace its ow
 it): the bind mount never reaches the machine's own /etc/hosts.
 
 We hold the PID of the ``unshare`` process, with its start time so a recycled PID is
-never mistaken for ours, in ``<run_dir>/<label>.json``.
+never mistaken for ours, in ``<run_dir>/<label>.json``. A process killed between starting a
+daemon and writing that file leaves one no label holds; each daemon's environment names
+its label (``GTC_DAEMON``), so ``stop_unrecorded`` still finds it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import psutil
 
 from .. import _process
 
+MARK = "GTC_DAEMON"  # <run_dir>/<label>, in the environment of the daemon and its children
 WRAPPER = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc", "--propagation=private"]
 NODE_INIT = Path(__file__).with_name("node_init.sh")
 
@@ -39,7 +42,7 @@ def start(label: str, argv: list[str], run_dir: Path, log_file: Path, env: dict[
     init = [*(["--hosts", str(hosts_file)] if hosts_file else []), *(["--hostname", hostname] if hostname else [])]
     if init:
         wrapped += ["sh", str(NODE_INIT), *init, "--"]
-    pid = _process.start_daemon([*wrapped, *argv], log_file=log_file, env=env)
+    pid = _process.start_daemon([*wrapped, *argv], log_file=log_file, env={**env, MARK: str(run_dir / label)})
     started = psutil.Process(pid).create_time()
     (run_dir / f"{label}.json").write_text(json.dumps({"pid": pid, "started": started, "argv": argv}))
     return pid
@@ -78,6 +81,28 @@ def stop(label: str, run_dir: Path, grace: float = 0.0) -> None:
             _wait_gone(wrapper, 10)
     (run_dir / f"{label}.json").unlink(missing_ok=True)
     _process.reap_exited()
+
+
+def stop_unrecorded(run_dir: Path) -> list[str]:
+    """Kill the daemons of ``run_dir`` that no label holds (started by a process killed
+    before it recorded them); returns their labels."""
+    held: set[int] = set()
+    for label in labels(run_dir):
+        wrapper = find(label, run_dir)
+        if wrapper is not None:
+            try:
+                held |= {wrapper.pid, *(child.pid for child in wrapper.children(recursive=True))}
+            except psutil.Error:
+                pass
+    found = {}
+    for proc in psutil.process_iter(["environ"]):
+        mark = (proc.info["environ"] or {}).get(MARK, "")
+        if mark.startswith(f"{run_dir}/") and proc.pid not in held:
+            found[proc] = mark.rsplit("/", 1)[-1]
+    for proc in found:
+        _signal(proc, signal.SIGKILL)  # the wrapper's death ends its namespace, the others with it
+    psutil.wait_procs(list(found), timeout=10)
+    return sorted(set(found.values()))
 
 
 def _namespace_init(wrapper: psutil.Process) -> psutil.Process | None:

@@ -117,6 +117,7 @@ class LocalBackend(Backend):
 
     def delete(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         root = Path(runtime.get("dir") or self.home / "clusters" / spec.name)
+        runtime = {**runtime, "dir": str(root)}  # a create killed before it recorded the folder
         run = root / "run"
         if daemons.find("slurmctld", run):
             progress("cancelling jobs")
@@ -127,6 +128,7 @@ class LocalBackend(Backend):
         progress("stopping slurmctld and munged")
         daemons.stop("slurmctld", run)
         daemons.stop("munged", run, grace=2)
+        daemons.stop_unrecorded(run)
         net = _net(runtime)
         if net is not None:
             for node in runtime.get("node_slots", {}):
@@ -164,6 +166,20 @@ class LocalBackend(Backend):
         run, env = root / "run", self.client_env(runtime)
         wanted = _node_names(spec)
         ports, slots = runtime["node_ports"], runtime.setdefault("node_slots", {})
+        net = _net(runtime)
+        # Left by a change whose process died before recording them (a daemon's label, or its
+        # port and slot): stopped here, and started afresh below if the spec wants them.
+        for label in daemons.stop_unrecorded(run):
+            progress(f"stopped {label}, left by an interrupted change")
+        for label in daemons.labels(run):
+            name = label.removeprefix("slurmd-")
+            if label.startswith("slurmd-") and name not in ports:
+                progress(f"stopping node {name}, left by an interrupted change")
+                daemons.stop(label, run)
+                if net is not None and netns.node_exists(net, name):
+                    netns.remove_node(net, name)
+                slots.pop(name, None)
+                shutil.rmtree(root / "spool" / name, ignore_errors=True)
         for name in list(ports):
             if name not in wanted:
                 del ports[name]
@@ -175,7 +191,6 @@ class LocalBackend(Backend):
                 slots[name] = min(set(range(len(slots) + 1)) - set(slots.values()))
         self._write_config(spec, runtime)
 
-        net = _net(runtime)
         if daemons.find("munged", run) is None:
             progress("starting munged")
             self._start_munged(root, Path(runtime["munge_socket_dir"]))

@@ -5,17 +5,23 @@ as the backend makes resources, so a failure at any point leaves something ``del
 can clean up, and a failed create is rolled back completely.
 
 Each change is two steps: a quick claim (check, then record the cluster as CREATING,
-SCALING or DELETING) and the backend's slow work. ``create``, ``scale`` and ``delete`` do
-both in the caller; ``start_create``, ``start_scale`` and ``start_delete`` claim in the
-caller and return an ``Operation`` whose thread does the work (operations.py).
+SCALING or DELETING, and which process does it) and the backend's slow work. ``create``,
+``scale`` and ``delete`` do both in the caller; ``start_create``, ``start_scale`` and
+``start_delete`` claim in the caller and return an ``Operation`` whose thread does the work
+(operations.py).
+
+A process can die mid-change (a Jupyter server restarted while it scaled). Whoever reads
+the cluster next finds its recorded owner gone and marks it ERROR, saying what was
+interrupted: a scale (to any size) repairs it, and delete always works.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .._process import process_alive, this_process
 from ..backends import get_backend
 from ..backends.base import Backend, ClusterStatus, Progress, no_progress
 from ..exceptions import ClusterBusy, ClusterNotFound, SpecError, SpecErrors
@@ -43,6 +49,12 @@ class Cluster:
     created_at: float
     status: ClusterStatus | None = None
     runtime: dict[str, Any] = field(default_factory=dict, repr=False)
+    interrupted: str | None = None  # ERROR: what was under way when its process died, and what to do
+
+    @property
+    def problem(self) -> str | None:
+        parts = [p for p in (self.interrupted, self.status.problem if self.status else None) if p]
+        return "\n".join(parts) or None
 
     @property
     def nodes(self):
@@ -62,9 +74,10 @@ class Cluster:
             "created_at": self.created_at, "node_count": self.node_count, "gpu_count": self.gpu_count,
             "spec": self.spec.to_json(),
         }
+        if self.status is not None or self.interrupted:
+            out["problem"] = self.problem
         if self.status is not None:
             out["reachable"] = self.status.reachable
-            out["problem"] = self.status.problem
             out["details"] = self.status.details
             out["nodes"] = [
                 {k: v for k, v in asdict(n).items() if k != "extra"} | {"ready": n.ready} for n in self.status.nodes
@@ -90,7 +103,7 @@ class ClusterService:
         spec = spec if isinstance(spec, ClusterSpec) else parse_cluster_spec(spec)
         impl = get_backend(backend, self.home)
         impl.check_spec(spec)
-        record = ClusterRecord(spec.name, backend, CREATING, spec.to_json(), {})
+        record = ClusterRecord(spec.name, backend, CREATING, spec.to_json(), {}, owner=_owner("creating"))
         self.store.add_cluster(record)  # raises ClusterExists before anything starts
         return spec, impl, record
 
@@ -98,7 +111,7 @@ class ClusterService:
         spec, impl, record = claimed
         runtime = record.runtime
         try:
-            impl.create(spec, runtime, progress)
+            impl.create(spec, runtime, self._recording(spec.name, runtime, progress))
         except BaseException:
             progress("creation failed; removing what was started")
             try:
@@ -106,7 +119,7 @@ class ClusterService:
             finally:
                 self.store.remove_cluster(spec.name)
             raise
-        self.store.update_cluster(spec.name, state=RUNNING, runtime=runtime)
+        self.store.update_cluster(spec.name, state=RUNNING, runtime=runtime, owner=None)
         return self.get(spec.name)
 
     def apply(self, spec: ClusterSpec | dict | str, backend: str = "local",
@@ -134,12 +147,34 @@ class ClusterService:
         return self.get(spec.name)
 
     def get(self, name: str, with_status: bool = True) -> Cluster:
-        record = self.store.get_cluster(name)
+        record = self._settled(self.store.get_cluster(name))
         spec = parse_cluster_spec(record.spec)
         status = None
-        if with_status and record.state in (RUNNING, SCALING, ERROR):
+        # A create that was interrupted never made a cluster to ask: its message says all there is.
+        if with_status and record.state in (RUNNING, SCALING, ERROR) and not _create_interrupted(record):
             status = get_backend(record.backend, self.home).status(spec, record.runtime)
-        return Cluster(record.name, record.backend, record.state, spec, record.created_at, status, record.runtime)
+        return Cluster(record.name, record.backend, record.state, spec, record.created_at, status, record.runtime,
+                       _interruption(record))
+
+    def _recording(self, name: str, runtime: dict[str, Any], progress: Progress) -> Progress:
+        """``progress`` that first records the backend's ``runtime`` as it is so far (it adds
+        to it as it goes): a process killed at any step leaves a record of what it started,
+        which is what a repair or a delete then works from."""
+        def step(message: str) -> None:
+            self.store.update_cluster(name, runtime=runtime)
+            progress(message)
+        return step
+
+    def _settled(self, record: ClusterRecord) -> ClusterRecord:
+        """``record``, marked ERROR first if the process changing it has died meanwhile."""
+        owner = record.owner
+        if record.state in (CREATING, SCALING, DELETING) and owner and "action" in owner and not process_alive(owner):
+            interrupted = {"interrupted": owner["action"], "pid": owner["pid"]}
+            # Only if nobody changed it since we read it: a new claim must not be undone.
+            if self.store.update_cluster(record.name, expect={"state": record.state, "owner": owner},
+                                         state=ERROR, owner=interrupted):
+                record = replace(record, state=ERROR, owner=interrupted)
+        return record
 
     def list(self, with_status: bool = True) -> list[Cluster]:
         clusters = []
@@ -165,27 +200,35 @@ class ClusterService:
             raise SpecError("pool", pool, f"compute pools of {name}: {', '.join(pool_ids)}")
         if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
             raise SpecError("nodes", nodes, "a whole number of nodes, at least 1")
-        if record.state != RUNNING:
+        record = self._settled(record)
+        if _create_interrupted(record):
+            raise ClusterBusy(f"cluster {name} is ERROR: {_interruption(record)}")
+        if record.state not in (RUNNING, ERROR):
             raise ClusterBusy(f"cluster {name} is {record.state}; it can be scaled only when RUNNING")
         new = old.with_pool_size(pool, nodes)
         impl = get_backend(record.backend, self.home)
         impl.check_spec(new)
-        if new != old:
-            self.store.update_cluster(name, state=SCALING)
+        # A cluster in ERROR is scaled even to the size it has: that re-applies it (the repair).
+        if (new != old or record.state == ERROR) and not self.store.update_cluster(
+                name, expect={"state": record.state, "owner": record.owner}, state=SCALING,
+                owner=_owner(f"scaling pool {pool} to {nodes} node(s)")):
+            raise ClusterBusy(f"cluster {name} changed meanwhile (another process claimed it); look again and retry")
         return record, impl, old, new
 
     def _resize(self, claimed: ScaleClaim, progress: Progress) -> Cluster:
         record, impl, old, new = claimed
         name, runtime = record.name, record.runtime
-        if new == old:
+        if new == old and record.state != ERROR:
             return self.get(name)
         try:
-            impl.scale(old, new, runtime, progress)
+            impl.scale(old, new, runtime, self._recording(name, runtime, progress))
         except BaseException:
-            # The backend refused (jobs on the nodes to remove) or rolled back to ``old``.
-            self.store.update_cluster(name, state=RUNNING, runtime=runtime)
+            # The backend refused (jobs on the nodes to remove) or rolled back to ``old``; a
+            # repair that failed leaves the cluster in ERROR, saying what was interrupted.
+            self.store.update_cluster(name, state=record.state, runtime=runtime,
+                                      owner=record.owner if record.state == ERROR else None)
             raise
-        self.store.update_cluster(name, state=RUNNING, spec=new.to_json(), runtime=runtime)
+        self.store.update_cluster(name, state=RUNNING, spec=new.to_json(), runtime=runtime, owner=None)
         return self.get(name)
 
     def client_env(self, name: str) -> dict[str, str]:
@@ -202,13 +245,32 @@ class ClusterService:
     def _claim_delete(self, name: str) -> DeleteClaim:
         record = self.store.get_cluster(name)
         spec = parse_cluster_spec(record.spec)
-        self.store.update_cluster(name, state=DELETING)
+        self.store.update_cluster(name, state=DELETING, owner=_owner("deleting"))  # always allowed: the way out
         return record, spec
 
     def _tear_down(self, claimed: DeleteClaim, progress: Progress) -> None:
         record, spec = claimed
         get_backend(record.backend, self.home).delete(spec, record.runtime, progress)
         self.store.remove_cluster(record.name)
+
+
+def _owner(action: str) -> dict[str, Any]:
+    return {**this_process(), "action": action}
+
+
+def _create_interrupted(record: ClusterRecord) -> bool:
+    return record.state == ERROR and (record.owner or {}).get("interrupted") == "creating"
+
+
+def _interruption(record: ClusterRecord) -> str | None:
+    """What an ERROR cluster says of the change its process did not finish, and what to do."""
+    owner = record.owner or {}
+    if record.state != ERROR or "interrupted" not in owner:
+        return None
+    action, pid = owner["interrupted"], owner.get("pid")
+    then = ("delete it and create it again" if action == "creating" else
+            "delete it again" if action == "deleting" else "scale it (to any size) to repair it, or delete it")
+    return f"{action} was interrupted: the process doing it (pid {pid}) ended; {then}"
 
 
 __all__ = ["Cluster", "ClusterService", "SpecErrors"]

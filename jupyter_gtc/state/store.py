@@ -39,6 +39,7 @@ class ClusterRecord:
     runtime: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0
+    owner: dict[str, Any] | None = None  # the process creating, scaling or deleting it (services/clusters.py)
 
 
 @dataclass
@@ -136,10 +137,10 @@ class Store:
         try:
             with self._connect() as db:
                 db.execute(
-                    "INSERT INTO clusters (name, backend, state, spec, runtime, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO clusters (name, backend, state, spec, runtime, created_at, updated_at, owner)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (record.name, record.backend, record.state, json.dumps(record.spec),
-                     json.dumps(record.runtime), now, now),
+                     json.dumps(record.runtime), now, now, _cluster_column(("owner", record.owner))),
                 )
         except sqlite3.IntegrityError:
             raise ClusterExists(record.name) from None
@@ -157,17 +158,23 @@ class Store:
         with self._connect() as db:
             return [_record(r) for r in db.execute("SELECT * FROM clusters ORDER BY created_at")]
 
-    def update_cluster(self, name: str, **changes: Any) -> None:
-        allowed = {"state", "spec", "runtime"}
-        if not changes or set(changes) - allowed:
+    def update_cluster(self, name: str, expect: dict[str, Any] | None = None, **changes: Any) -> bool:
+        """Change any of state, spec, runtime, owner. With ``expect`` ({"state": ..., "owner":
+        ...}), only if the record still holds those values: False if it no longer does (another
+        process got there first), where an unexpected change would be lost."""
+        allowed = {"state", "spec", "runtime", "owner"}
+        if not changes or set(changes) - allowed or set(expect or {}) - allowed:
             raise ValueError(f"update_cluster changes only {sorted(allowed)}, got {sorted(changes)}")
         columns = ", ".join(f"{k} = ?" for k in changes)
-        values = [json.dumps(v) if k != "state" else v for k, v in changes.items()]
+        conditions = "".join(f" AND {k} IS ?" for k in expect or {})
         with self._connect() as db:
-            cur = db.execute(f"UPDATE clusters SET {columns}, updated_at = ? WHERE name = ?",
-                             (*values, time.time(), name))
-            if cur.rowcount == 0:
+            cur = db.execute(f"UPDATE clusters SET {columns}, updated_at = ? WHERE name = ?{conditions}",
+                             (*map(_cluster_column, changes.items()), time.time(), name,
+                              *map(_cluster_column, (expect or {}).items())))
+            if cur.rowcount == 0 and (expect is None or db.execute(
+                    "SELECT 1 FROM clusters WHERE name = ?", (name,)).fetchone() is None):
                 raise ClusterNotFound(name)
+        return cur.rowcount > 0
 
     def remove_cluster(self, name: str) -> None:
         """Forget a cluster and its jobs (a new cluster of that name numbers jobs from 1 again;
@@ -230,11 +237,17 @@ def _job(row: sqlite3.Row) -> JobRecord:
     )
 
 
+def _cluster_column(item: tuple[str, Any]) -> Any:
+    """A cluster field as its column holds it: JSON text, but no owner is NULL."""
+    name, value = item
+    return value if name == "state" or (name == "owner" and value is None) else json.dumps(value)
+
+
 def _record(row: sqlite3.Row) -> ClusterRecord:
     return ClusterRecord(
         name=row["name"], backend=row["backend"], state=row["state"],
         spec=json.loads(row["spec"]), runtime=json.loads(row["runtime"]),
-        created_at=row["created_at"], updated_at=row["updated_at"],
+        created_at=row["created_at"], updated_at=row["updated_at"], owner=json.loads(row["owner"] or "null"),
     )
 
 

@@ -47,7 +47,7 @@ class ClusterPanel(w.VBox):
         ready = sum(n.ready for n in nodes)
         gpus_used = sum(n.gpus_allocated for n in nodes)
         gpus = sum(n.gpus for n in nodes) if nodes else cluster.gpu_count
-        problem = cluster.status.problem if cluster.status else None
+        problem = cluster.problem
         self.summary_html.value = (
             f"<b>{html.escape(cluster.name)}</b> &nbsp;<span style='{_MUTED}'>{html.escape(cluster.backend)}</span>"
             f" &nbsp;{html.escape(cluster.state)} &nbsp;·&nbsp; nodes ready {ready}/{cluster.node_count}"

@@ -36,6 +36,22 @@ def test_add_get_update_remove(tmp_path):
         store.get_cluster("a")
 
 
+def test_an_expected_update_happens_only_while_the_record_is_as_read(tmp_path):
+    """Two processes that read the same busy record: the first to act wins, the second's
+    change (made on what it read) is refused instead of undoing the first's."""
+    store = Store(tmp_path / "state.db")
+    owner = {"pid": 1234, "host": "h", "started": 1.5, "action": "scaling pool gpu to 3 node(s)"}
+    store.add_cluster(ClusterRecord("a", "local", "SCALING", {}, owner=owner))
+    read = store.get_cluster("a")
+    assert read.owner == owner
+    assert store.update_cluster("a", expect={"state": read.state, "owner": read.owner}, state="ERROR", owner=None)
+    assert not store.update_cluster("a", expect={"state": read.state, "owner": read.owner}, state="RUNNING")
+    assert (store.get_cluster("a").state, store.get_cluster("a").owner) == ("ERROR", None)
+    assert store.update_cluster("a", expect={"state": "ERROR", "owner": None}, state="RUNNING")  # no owner: NULL
+    with pytest.raises(ClusterNotFound):
+        store.update_cluster("b", expect={"state": "RUNNING"}, state="ERROR")
+
+
 def test_duplicate_name_is_refused_and_the_first_row_kept(tmp_path):
     store = Store(tmp_path / "state.db")
     store.add_cluster(ClusterRecord("a", "local", "RUNNING", {"v": 1}))

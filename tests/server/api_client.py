@@ -76,10 +76,11 @@ class EventStream:
                 name, data = self.events.get(timeout=max(0.01, deadline - time.monotonic()))
             except queue.Empty:
                 break
-            seen.append(name)
+            seen.append((name, data))
             if (event is None or name == event) and where(data):
                 return data
-        raise AssertionError(f"no {event or 'event'} matching within {timeout} s; saw {seen}")
+        shown = [name if name in ("clusters", "snapshot") else (name, _brief(data)) for name, data in seen]
+        raise AssertionError(f"no {event or 'event'} matching within {timeout} s; saw {shown}")
 
     def seen(self, event: str, where=lambda data: True) -> bool:
         return any(name == event and where(data) for name, data in list(self.history))
@@ -90,3 +91,10 @@ class EventStream:
         if self.conn.sock is not None:
             self.conn.sock.shutdown(socket.SHUT_RDWR)
         self.conn.close()
+
+
+def _brief(data: Any) -> Any:
+    """What a failed wait shows of an event: a job's id, state and reason; else the data."""
+    if isinstance(data, dict) and "state" in data and "id" in data:
+        return {k: data.get(k) for k in ("id", "name", "state", "reason", "exit_code")}
+    return data

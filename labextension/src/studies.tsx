@@ -1,6 +1,6 @@
 /**
  * The sidebar's "Studies" section: the chosen cluster's tuning studies, each with its
- * progress and best trial, and, unfolded, one row per trial with its job's log and plot.
+ * progress and best trial, and, unfolded, a line per trial with its job's log and plot.
  * Stop, resume and stop-a-trial are commands (commands.ts), as every other action is.
  */
 import {

@@ -175,11 +175,7 @@ class LocalBackend(Backend):
             name = label.removeprefix("slurmd-")
             if label.startswith("slurmd-") and name not in ports:
                 progress(f"stopping node {name}, left by an interrupted change")
-                daemons.stop(label, run)
-                if net is not None and netns.node_exists(net, name):
-                    netns.remove_node(net, name)
-                slots.pop(name, None)
-                shutil.rmtree(root / "spool" / name, ignore_errors=True)
+                _stop_node(root, net, slots, name)
         for name in list(ports):
             if name not in wanted:
                 del ports[name]
@@ -201,12 +197,7 @@ class LocalBackend(Backend):
             daemons.stop("slurmctld", run, grace=15)
         for name in sorted(running - set(wanted)):
             progress(f"stopping node {name}")
-            daemons.stop(f"slurmd-{name}", run)
-            if net is not None:
-                netns.remove_node(net, name)
-            slots.pop(name, None)
-            shutil.rmtree(root / "spool" / name, ignore_errors=True)
-            shutil.rmtree(root / "gpus" / name, ignore_errors=True)
+            _stop_node(root, net, slots, name)
         if daemons.find("slurmctld", run) is None:
             progress("starting slurmctld")
             daemons.start("slurmctld", ["slurmctld", "-D", "-i"], run, root / "log" / "slurmctld.out", env)
@@ -360,6 +351,16 @@ class LocalBackend(Backend):
         for label in daemons.labels(run):
             daemons.stop(label, run)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop_node(root: Path, net: netns.ClusterNet | None, slots: dict[str, int], name: str) -> None:
+    """Stop node ``name`` and remove what it had: its namespace, its slot, its spool and GPU files."""
+    daemons.stop(f"slurmd-{name}", root / "run")
+    if net is not None:
+        netns.remove_node(net, name)
+    slots.pop(name, None)
+    shutil.rmtree(root / "spool" / name, ignore_errors=True)
+    shutil.rmtree(root / "gpus" / name, ignore_errors=True)
 
 
 def _net(runtime: dict[str, Any]) -> netns.ClusterNet | None:

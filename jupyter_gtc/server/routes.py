@@ -2,7 +2,8 @@
 
 ``{base_url}gtc/api/...`` is the REST API of the sidebar: clusters
 (``handlers_clusters.py``), jobs, their logs and metrics (``handlers_jobs.py``), tuning
-studies (``handlers_studies.py``) and the change feed (``feed.py``). Every route needs a login, like the rest of the server.
+studies (``handlers_studies.py``) and the change feed (``feed.py``). Every route needs a
+login, like the rest of the server.
 
 ``{base_url}gtc/static/bokeh/<file>`` serves the BokehJS files of the installed ``bokeh``
 package (``bokeh/server/static``: ``js/bokeh.min.js``, ``js/bokeh-widgets.min.js``, ...),

@@ -33,6 +33,8 @@ bench: setup
 	$(PY) bench/poller_load.py
 	$(PY) bench/metrics_tail.py
 	$(PY) bench/recipe_overhead.py
+	$(PY) bench/feed_latency.py
+	$(PY) bench/sidebar_responsiveness.py
 
 clean:
 	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

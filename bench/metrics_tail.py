@@ -1,25 +1,36 @@
 """Metrics tail: how fast MetricsReader reads event files, against TensorBoard's loaders,
-and what one poll of a ~1 GB log dir costs once it has caught up.
+what memory the first poll of a ~1 GB log dir takes, and what one poll costs once caught up.
 
-    .venv/bin/python bench/metrics_tail.py [--no-big] [--big-gb 1.0]
+    .venv/bin/python bench/metrics_tail.py [--no-big | --big-only] [--big-gb 1.0] [--no-list]
 
 Part 1 writes 1,000,000 scalars (4 runs x 10 tags x 25,000 steps) with
 torch.utils.tensorboard's SummaryWriter (as fast as tensorboardX here; two processes),
 then reads the same log dir with:
-  * ours: `MetricsReader(log_dir).read_new()`, every record checksummed;
+  * ours: `MetricsReader(log_dir).pages()` (read_new() page after page), every record checksummed;
   * TensorBoard's Python loader: `plugin_event_multiplexer.EventMultiplexer` (what
     `tensorboard --load_fast=false` runs; without TensorFlow it checks CRCs in pure Python),
     and its bare `EventFileLoader` (framing and parsing only, no accumulation);
   * TensorBoard's Rust data server (`--load_fast=true`, the default where it is installed),
     with `--checksum` like ours; it loads runs on several threads, so its CPU time is shown.
-Part 2 (on unless --no-big) copies valid event records into many files until the log dir
-holds ~1 GB, lets a reader catch up, appends 100 points to one file and times one poll.
-Files live in the page cache (just written): these are warm-cache numbers.
+Part 2 (on unless --no-big; --big-only skips part 1 and writes a small source file
+instead) copies valid event records into many files until the log dir holds ~1 GB (plain
+copies of one 4 MB piece: a second or two). It then measures the first poll's memory: each
+way of catching up runs in a fresh process that does only that, and reports its own peak
+RSS (``VmHWM``), next to a baseline process with the same imports that reads nothing:
+  * `MetricsReader.pages()`, each page handed on and dropped;
+  * `JobMetrics.refresh()`, what `job.plot()`, the job panel and the REST route use: pages
+    to a subscriber, history into its temporary file;
+  * `read_metrics()`, every scalar in one list: what the first poll took before it read in
+    pages (skipped with --no-list, or where it would not fit in memory).
+Last, in this process, a reader catches up, 100 points are appended to one file and one
+poll is timed. Files live in the page cache (just written): these are warm-cache numbers.
+The log dir is removed at the end, and if the run is interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import resource
@@ -37,16 +48,18 @@ from jupyter_gtc.metrics import MetricsReader  # noqa: E402
 from jupyter_gtc.metrics.records import parse_records  # noqa: E402
 
 RUNS, TAGS, STEPS = 4, 10, 25_000
+PIECE = 4 << 20                 # the big log dir is copies of this much of one event file
+GOAL_MB = 300                   # issue 11: the first poll of a 1 GB log dir under 300 MB
 
 
-def write_run(args: tuple[str, int]) -> None:
-    """One run: TAGS x STEPS scalars with torch's SummaryWriter (in a worker process)."""
+def write_run(args: tuple[str, int], steps: int = STEPS) -> None:
+    """One run: TAGS x `steps` scalars with torch's SummaryWriter (in a worker process)."""
     folder, seed = args
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(folder, max_queue=10_000, flush_secs=600)
     tags = [f"train/metric_{i}" for i in range(TAGS)]
-    for step in range(STEPS):
+    for step in range(steps):
         for i, tag in enumerate(tags):
             writer.add_scalar(tag, seed + step * 0.001 + i, step)
     writer.close()
@@ -67,7 +80,7 @@ def timed_cpu(fn):
 
 
 def read_ours(log_dir: Path) -> int:
-    return len(MetricsReader(log_dir).read_new())
+    return sum(len(page) for page in MetricsReader(log_dir).pages())
 
 
 def read_multiplexer(log_dir: Path) -> int:
@@ -142,7 +155,7 @@ def part_one(root: Path) -> Path:
           f"SummaryWriter in {write_s:.1f} s ({total / write_s:,.0f} scalars/s, 2 processes)\n")
 
     ours = min((timed_cpu(lambda: read_ours(log_dir)) for _ in range(3)), key=lambda r: r[2])
-    rows = [("ours: MetricsReader.read_new() (best of 3)", *ours)]
+    rows = [("ours: MetricsReader.pages() (best of 3)", *ours)]
     rows.append(("TensorBoard EventMultiplexer (Python)",
                  *timed_cpu(lambda: read_multiplexer(log_dir))))
     rows.append(("TensorBoard EventFileLoader (Python, no accumulation)",
@@ -166,10 +179,11 @@ def part_one(root: Path) -> Path:
 
 def build_big_dir(root: Path, source: Path, gigabytes: float) -> tuple[Path, int]:
     """~`gigabytes` of valid event files: one file's first 4 MB of whole records, copied."""
-    data = source.read_bytes()
-    piece = data[:parse_records(data[:4 << 20]).next_offset]
+    with open(source, "rb") as f:
+        data = f.read(PIECE)
+    piece = data[:parse_records(data).next_offset]
     big = root / "big"
-    files = int(gigabytes * (1 << 30) / len(piece))
+    files = max(1, round(gigabytes * (1 << 30) / len(piece)))
     for i in range(files):
         folder = big / f"run_{i % 16:02d}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -194,17 +208,24 @@ def append_points(root: Path, target: Path, n: int, start_step: int) -> None:
     shutil.rmtree(scratch)
 
 
-def part_two(root: Path, source: Path, gigabytes: float) -> None:
+def part_two(root: Path, source: Path, gigabytes: float, with_list: bool) -> None:
     (big, files), build_s = timed(lambda: build_big_dir(root, source, gigabytes))
     size = sum(p.stat().st_size for p in big.rglob("*tfevents*"))
     print(f"\nbuilt {big.name}/: {files} event files in 16 runs, {size / 1e9:.2f} GB, "
           f"in {build_s:.1f} s")
+    first_poll_memory(big, size, files, with_list)
+
     reader = MetricsReader(big)
-    count, catch_up_s, cpu_s = timed_cpu(lambda: len(reader.read_new()))
-    first = reader.last_poll
-    print(f"first poll (catch up): {count:,} scalars, {first.bytes_read / 1e9:.2f} GB read, "
-          f"{catch_up_s:.1f} s wall, {cpu_s:.1f} s CPU ({count / catch_up_s:,.0f} scalars/s, "
-          f"{first.bytes_read / catch_up_s / 1e6:.0f} MB/s)")
+    count = pages = bytes_read = 0
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    for page in reader.pages():  # the first poll: page after page, each dropped
+        count += len(page)
+        pages += 1
+        bytes_read += reader.last_poll.bytes_read
+    catch_up_s, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
+    print(f"\nfirst poll (catch up) in this process: {count:,} scalars in {pages} pages, "
+          f"{bytes_read / 1e9:.3f} GB read, {catch_up_s:.1f} s wall, {cpu_s:.1f} s CPU "
+          f"({count / catch_up_s:,.0f} scalars/s, {bytes_read / catch_up_s / 1e6:.0f} MB/s)")
     time.sleep(2.5)  # let folder mtimes age past the racy window, as they do in a real job
 
     target = sorted(big.rglob("*tfevents*"))[files // 2]
@@ -231,6 +252,92 @@ def part_two(root: Path, source: Path, gigabytes: float) -> None:
           f"{statistics.mean(s[0] for s in samples):.2f} mean)")
 
 
+# -- the first poll's memory, each way in a fresh process ------------------------------------
+
+FIRST_POLLS = [
+    ("baseline", "baseline: the same imports and objects, nothing read"),
+    ("pages", "MetricsReader.pages(): each page handed on, dropped"),
+    ("feed", "JobMetrics.refresh(): subscriber + on-disk history"),
+    ("list", "read_metrics(): every scalar in one list (before)"),
+]
+
+
+def first_poll_memory(big: Path, size: int, files: int, with_list: bool) -> None:
+    import psutil
+
+    results = {}
+    for mode, _ in FIRST_POLLS:
+        if mode == "list":
+            need = 4.2 * size  # ~190 bytes a Scalar against ~50 on disk, measured
+            if not with_list:
+                continue
+            if need > psutil.virtual_memory().available / 2:
+                print(f"(read_metrics() not measured: it would need ~{need / 1e9:.1f} GB)")
+                continue
+        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", mode, str(big)],
+                             check=True, capture_output=True, text=True).stdout
+        results[mode] = json.loads(out.strip().splitlines()[-1])
+    base = results["baseline"]["peak_rss_mb"]
+    print(f"\n{'first poll of ' + format(size / 1e9, '.2f') + ' GB, ' + str(files) + ' files: a process each':<54}"
+          f"{'peak RSS MB':>12}{'over base':>10}{'scalars':>12}{'pages':>7}{'wall s':>8}{'CPU s':>7}")
+    for mode, name in FIRST_POLLS:
+        if mode not in results:
+            continue
+        r = results[mode]
+        over = "" if mode == "baseline" else f"{r['peak_rss_mb'] - base:>10.0f}"
+        print(f"{name:<54}{r['peak_rss_mb']:>12.0f}{over:>10}{r['scalars']:>12,}{r['pages']:>7}"
+              f"{r['seconds']:>8.1f}{r['cpu_s']:>7.1f}")
+    worst = max(results[m]["peak_rss_mb"] for m in ("pages", "feed"))
+    print(f"goal: the first poll of a 1 GB log dir under {GOAL_MB} MB: "
+          f"{'met' if worst < GOAL_MB else 'NOT met'} on {size / 1e9:.2f} GB "
+          f"(peak {worst:.0f} MB, of which {base:.0f} MB is the baseline process)")
+
+
+def child(mode: str, log_dir: Path) -> int:
+    """One first poll, alone in this process; prints its peak RSS as JSON."""
+    from jupyter_gtc.metrics.reader import read_metrics
+    from jupyter_gtc.services.metrics import JobMetrics
+
+    reader, feed = MetricsReader(log_dir), JobMetrics(log_dir)
+    count = pages = 0
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    if mode == "pages":
+        for page in reader.pages():
+            count += len(page)
+            pages += 1
+    elif mode == "feed":
+        def take(page):
+            nonlocal count, pages
+            count += len(page)
+            pages += 1
+        feed.subscribe(take)
+        feed.refresh()
+    elif mode == "list":
+        count, pages = len(read_metrics(log_dir)), 1
+    elif mode != "baseline":
+        raise SystemExit(f"unknown mode {mode!r}")
+    seconds, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
+    print(json.dumps({"peak_rss_mb": peak_rss_mb(), "scalars": count, "pages": pages,
+                      "seconds": seconds, "cpu_s": cpu_s}))
+    return 0
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS since it exec'd: VmHWM. Not ``ru_maxrss``: on Linux, exec folds
+    the high-water mark of the address space it replaces into it, so a child started by a
+    500 MB parent reports 500 MB before it has done anything (and this bench's parent holds
+    torch and a million scalars)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024  # bytes there, KiB here
+
+
 def poll(reader: MetricsReader, expected: int):
     got, seconds = timed(reader.read_new)
     assert len(got) == expected, (len(got), expected)
@@ -239,16 +346,30 @@ def poll(reader: MetricsReader, expected: int):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-big", action="store_true", help="skip the ~1 GB log dir part")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--no-big", action="store_true", help="skip the ~1 GB log dir part")
+    which.add_argument("--big-only", action="store_true", help="only the ~1 GB log dir part")
     parser.add_argument("--big-gb", type=float, default=1.0, help="size of the big log dir")
+    parser.add_argument("--no-list", action="store_true",
+                        help="do not measure read_metrics() (every scalar in one list: ~4x the log dir)")
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "LOG_DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        return child(args.child[0], Path(args.child[1]))
     print(f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
     root = Path(tempfile.mkdtemp(prefix="gtc-bench-metrics-"))
     try:
-        log_dir = part_one(root)
-        if not args.no_big:
+        if args.big_only:
+            folder = root / "source"
+            (_, write_s) = timed(lambda: write_run((str(folder), 0), steps=PIECE // 450))
+            source = sorted(folder.rglob("*tfevents*"))[0]
+            print(f"wrote a {source.stat().st_size / 1e6:.1f} MB source file with torch SummaryWriter "
+                  f"in {write_s:.1f} s")
+        else:
+            log_dir = part_one(root)
             source = sorted(log_dir.rglob("*tfevents*"))[0]
-            part_two(root, source, args.big_gb)
+        if not args.no_big:
+            part_two(root, source, args.big_gb, not args.no_list)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -101,7 +101,8 @@ def this_process() -> dict[str, object]:
 
 def process_alive(who: Mapping[str, object]) -> bool:
     """Whether the process ``this_process()`` described still runs. One on another host
-    counts as alive: nothing here can tell."""
+    counts as alive: nothing here can tell. Where no start time was recorded (a study's
+    driver keeps only pid and host), any live process with that pid counts."""
     import socket
 
     import psutil
@@ -109,6 +110,9 @@ def process_alive(who: Mapping[str, object]) -> bool:
     if who.get("host") != socket.gethostname():
         return True
     try:
-        return abs(psutil.Process(int(who["pid"])).create_time() - float(who["started"])) < 1.0
+        pid = int(who["pid"])
+        if "started" not in who:
+            return psutil.pid_exists(pid)
+        return abs(psutil.Process(pid).create_time() - float(who["started"])) < 1.0
     except (psutil.Error, KeyError, TypeError, ValueError):
         return False

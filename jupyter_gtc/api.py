@@ -8,17 +8,21 @@ subclasses; front ends translate them for their users.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .backends.base import Progress, no_progress
 from .exceptions import ClusterNotFound, GtcError
+from .recipes.catalogue import RECIPES, Recipe, get_recipe  # pure: no torch
+from .services import recipes as _recipes
 from .services.clusters import Cluster, ClusterService
-from .services.jobs import Job, JobService
+from .services.jobs import ForeignJob, Job, JobService
 from .services.jobs import set_plotter as register_job_plotter  # for the widgets: how job.plot() draws
 from .services.operations import Operation, Operations
-from .slurm.parse import JobStatus
+from .services.tuning import Study, StudySnapshot, TrialView, TuningService
 from .spec.cluster import ClusterSpec, load_cluster_spec, parse_cluster_spec
+from .spec.study import TuningSpec, load_tuning_spec, parse_tuning_spec
 from .state import default_home, open_store
 
 _lock = threading.Lock()
@@ -42,18 +46,20 @@ def _jobs() -> JobService:
     return _services_for_home()[1]
 
 
+def _spec_or_file(spec: Any, load: Callable[[str], Any]) -> Any:
+    """``spec`` as given (a model, a dict, JSON or YAML text), or read by ``load`` when it
+    names a .json/.yaml/.yml file."""
+    if isinstance(spec, Path) or (isinstance(spec, str) and spec.endswith((".json", ".yaml", ".yml"))
+                                  and "\n" not in spec):
+        return load(str(spec))
+    return spec
+
+
 def create_cluster(spec: ClusterSpec | dict[str, Any] | str | Path, backend: str = "local",
                    progress: Progress = no_progress) -> Cluster:
     """Create a cluster from a spec: a ``ClusterSpec``, a dict (camelCase or snake_case), JSON
     or YAML text, or a path to a .json/.yaml file. Returns when every node is idle."""
-    return _clusters().create(_spec_or_file(spec), backend, progress)
-
-
-def _spec_or_file(spec: ClusterSpec | dict[str, Any] | str | Path) -> ClusterSpec | dict[str, Any] | str:
-    if isinstance(spec, Path) or (isinstance(spec, str) and spec.endswith((".json", ".yaml", ".yml"))
-                                  and "\n" not in spec):
-        return load_cluster_spec(spec)
-    return spec
+    return _clusters().create(_spec_or_file(spec, load_cluster_spec), backend, progress)
 
 
 def apply_cluster_spec(spec: ClusterSpec | dict[str, Any] | str, backend: str = "local",
@@ -94,7 +100,7 @@ def start_create_cluster(spec: ClusterSpec | dict[str, Any] | str | Path, backen
     then returns an ``Operation`` whose thread starts it (``.message`` follows its progress,
     ``.wait()`` returns the cluster). A bad spec or a taken name raises here, as in
     ``create_cluster``."""
-    return _clusters().start_create(_spec_or_file(spec), backend)
+    return _clusters().start_create(_spec_or_file(spec, load_cluster_spec), backend)
 
 
 def start_scale_cluster(name: str, pool: str, nodes: int) -> Operation:
@@ -125,24 +131,37 @@ def resolve_cluster(name: str | None = None) -> str:
     raise GtcError(f"several clusters exist ({', '.join(names)}); name one with --cluster")
 
 
-def submit_job(cluster: str, script: str, options: list[str] | None = None, *,
+def submit_job(cluster: str, script: str | Path, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None) -> Job:
-    """Submit an sbatch script. ``options`` are sbatch's (``["--nodes=2", "--gpus-per-node=2"]``)
-    and win over the script's ``#SBATCH`` lines. The job gets its own folder
+    """Submit an sbatch script: its text, or a ``Path`` to it. ``options`` are sbatch's
+    (``["--nodes=2", "--gpus-per-node=2"]``) and win over the script's ``#SBATCH`` lines. Without
+    a job name in either, a script file names the job (``train.sbatch``), as sbatch does; a
+    script's text makes a job named ``job``. The job gets its own folder
     ``<GTC_HOME>/jobs/<cluster>/<name>-<time>/`` with ``model/``, ``checkpoints/``, ``logs/``
     and the ``AIP_*`` variables pointing at them. ``script_args`` reach the script as ``"$@"``;
     ``env`` adds variables to the job's environment."""
-    return _jobs().submit(cluster, script, options, script_args=script_args, env=env)
+    default_name = "job"
+    if isinstance(script, Path):
+        try:
+            script, default_name = script.read_text(), script.name
+        except OSError as e:
+            raise GtcError(f"cannot read {script}: {e.strerror}") from None
+    return _jobs().submit(cluster, script, options, script_args=script_args, env=env, default_name=default_name)
 
 
 def get_job(ref: str, cluster: str | None = None) -> Job:
-    """A job by Slurm id or name (the newest of that name), from any earlier session too."""
+    """A job by Slurm id or name (the newest of that name), from any earlier session too; else
+    one on the cluster that jupyter_gtc did not submit, as Slurm knows it (a ``ForeignJob``)."""
     return _jobs().get(str(ref), cluster)
 
 
-def list_jobs(cluster: str | None = None) -> list[Job]:
-    """Jobs submitted through jupyter_gtc, newest first."""
-    return _jobs().list(cluster)
+def list_jobs(cluster: str | None = None, foreign: bool = True) -> list[Job]:
+    """The jobs of ``cluster`` (default: of every cluster), newest first: every job submitted
+    through jupyter_gtc (``job.managed``), and with ``foreign`` the others on the cluster too,
+    whoever submitted them (a terminal's ``sbatch``, another user): those slurmctld knows and
+    finished ones its completion file recorded. Those are ``ForeignJob`` handles, never
+    recorded: cancel, hold and requeue work on them; their log is where Slurm says it is."""
+    return _jobs().list(cluster, foreign=foreign)
 
 
 def cancel_job(ref: str, cluster: str | None = None) -> Job:
@@ -158,11 +177,17 @@ def job_tensorboard(ref: str, cluster: str | None = None):
     stopped when this process exits or by ``.stop()``); ``.url`` is its address."""
     from .services import tensorboard
 
-    return tensorboard.start(get_job(ref, cluster).log_dir)
+    job = get_job(ref, cluster)
+    if not job.managed:
+        raise GtcError(f"job {job.id} ({job.name}) was not submitted through jupyter_gtc: it has no log dir "
+                       f"(AIP_TENSORBOARD_LOG_DIR) for TensorBoard")
+    return tensorboard.start(job.log_dir)
 
 
-def cluster_queue(cluster: str) -> list[JobStatus]:
-    """What ``squeue`` shows for the cluster: every job slurmctld knows, finished ones for a while."""
+def cluster_queue(cluster: str) -> list[Job]:
+    """What ``squeue`` shows for the cluster: every job slurmctld knows (anyone's; finished
+    ones for a while), one handle per job (an array as one), newest first; ``job.managed``
+    tells ours from others'. From the poller's tick: no squeue of its own."""
     return _jobs().queue(cluster)
 
 
@@ -186,7 +211,8 @@ __all__ = [
     "cluster_env", "delete_cluster", "resolve_cluster", "cluster_queue",
     "Operation", "start_create_cluster", "start_scale_cluster", "start_delete_cluster", "cluster_operations",
     # jobs
-    "Job", "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "job_tensorboard", "job_poller",
+    "Job", "ForeignJob", "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "job_tensorboard",
+    "job_poller",
     "register_job_plotter",
     # the machine
     "doctor",
@@ -214,9 +240,6 @@ __all__ += ["hold_job", "release_job"]
 
 # -- tuning ----------------------------------------------------------------------------
 
-from .services.tuning import Study, StudySnapshot, TrialView, TuningService  # noqa: E402
-from .spec.study import TuningSpec, load_tuning_spec, parse_tuning_spec  # noqa: E402
-
 _tuning_services: dict[Path, TuningService] = {}
 
 
@@ -238,10 +261,7 @@ def create_study(cluster: str, spec: TuningSpec | dict[str, Any] | str | Path, n
     "$@"``), ``CLOUD_ML_TRIAL_ID``, ``CLOUD_ML_HP_METRIC_FILE`` and ``AIP_*`` under
     ``<GTC_HOME>/studies/<name>/<trial_id>/``. A thread of this process drives the study;
     ``study.resume()`` continues it from another process (or after a restart)."""
-    if isinstance(spec, Path) or (isinstance(spec, str) and spec.endswith((".json", ".yaml", ".yml"))
-                                  and "\n" not in spec):
-        spec = load_tuning_spec(str(spec))
-    return _tuning().create(cluster, spec, name)
+    return _tuning().create(cluster, _spec_or_file(spec, load_tuning_spec), name)
 
 
 def get_study(name: str) -> Study:
@@ -270,8 +290,6 @@ __all__ += ["TuningSpec", "parse_tuning_spec", "load_tuning_spec", "Study", "Stu
 
 
 # -- recipes ---------------------------------------------------------------------------
-from .recipes.catalogue import RECIPES, Recipe, get_recipe  # noqa: E402  (pure: no torch)
-from .services import recipes as _recipes  # noqa: E402
 
 
 def list_recipes() -> list[Recipe]:

@@ -1,13 +1,15 @@
 """``gtc``: the command-line front end. Parses arguments, calls ``api``, prints.
 
 Every verb calls the ``api`` function of the same name; errors print one message and
-exit with status 1 (2 for usage errors, as argparse does).
+exit with status 1 (2 for usage errors, as argparse does). Ctrl-C (SIGINT) and SIGTERM end
+any verb, cleaning up on the way out, with status 130 and 143.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
@@ -27,15 +29,49 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 2
+    restore = _end_on_signals()
     try:
         args.func(args)
     except GtcError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print("terminated" if isinstance(e, Terminated) else "interrupted", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
+    finally:
+        restore()
     return 0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C is, so that every clean-up on the way out runs (a verb's
+    ``finally``: a TensorBoard child stopped, a study left to resume)."""
+
+
+def _end_on_signals():
+    """Make SIGINT and SIGTERM raise in the main thread; returns what puts the old handlers back.
+
+    Python turns SIGINT into ``KeyboardInterrupt`` only when it starts with SIGINT at its
+    default. A process started from a background job (``make test &``, a CI runner without a
+    tty, ``nohup``-like wrappers) inherits SIGINT *ignored*, and then Ctrl-C and ``kill -INT``
+    did nothing: ``gtc job tensorboard`` ran on with its TensorBoard for as long as nobody
+    sent SIGKILL. SIGTERM's default ends the process without running any ``finally``, which
+    left the TensorBoard child behind. So both get a handler of our own, whatever we inherited.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None  # signal handlers can only be set from the main thread
+
+    def terminate(signum, frame):
+        raise Terminated()
+
+    old = {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+           signal.SIGTERM: signal.signal(signal.SIGTERM, terminate)}
+
+    def restore() -> None:
+        for signum, handler in old.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+    return restore
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--wait", action="store_true", help="wait for the job to finish, then print its log")
     submit.set_defaults(func=_job_submit, passes_options_on=True)
 
-    jlist = jv.add_parser("list", help="jobs submitted through jupyter_gtc, newest first")
+    jlist = jv.add_parser("list", help="every job of the clusters, newest first: ours, and others' (a terminal's "
+                                       "sbatch) that Slurm knows, OURS=no")
     jlist.add_argument("--cluster")
     jlist.add_argument("--json", action="store_true")
     jlist.set_defaults(func=_job_list)
@@ -163,7 +200,10 @@ def _describe(args) -> None:
               f"age={_age(cluster.created_at)}")
     if cluster.status:
         for key, value in cluster.status.details.items():
-            out.print(f"  {key}: {value}")
+            out.print(f"  {key}: {value}", markup=False, soft_wrap=True)  # paths stay whole, to copy
+    where = "locally" if cluster.backend == "local" else f"by the {cluster.backend} backend"
+    for item in cluster.not_applied:
+        out.print(f"  not applied {where}: {item}", markup=False, soft_wrap=True, style="yellow")
     if cluster.problem:
         out.print(f"  [red]problem:[/red] {cluster.problem}")
     from rich.table import Table
@@ -214,11 +254,7 @@ def _delete(args) -> None:
 def _job_submit(args) -> None:
     from pathlib import Path
 
-    try:
-        script = Path(args.file).read_text()
-    except OSError as e:
-        raise GtcError(f"cannot read {args.file}: {e.strerror}") from None
-    job = api.submit_job(api.resolve_cluster(args.cluster), script, args.extra)
+    job = api.submit_job(api.resolve_cluster(args.cluster), Path(args.file), args.extra)  # named after the file
     print(f"submitted job {job.id} ({job.name}) to {job.cluster}; output in {job.job_dir}")
     if args.wait:
         _wait_and_print(job)
@@ -240,11 +276,12 @@ def _job_list(args) -> None:
         return
     from rich.table import Table
 
-    table = Table("ID", "NAME", "CLUSTER", "STATE", "EXIT", "NODES", "ELAPSED", "SUBMITTED", box=None)
+    table = Table("ID", "NAME", "CLUSTER", "USER", "OURS", "STATE", "EXIT", "NODES", "ELAPSED", "SUBMITTED", box=None)
     for j in jobs:
         elapsed = f"{j.elapsed:.0f}s" if j.elapsed is not None else ""
-        table.add_row(j.id, j.name, j.cluster, j.state, "" if j.exit_code is None else str(j.exit_code),
-                      j.nodes, elapsed, _age(j.to_json()["submitted_at"]) + " ago")
+        table.add_row(j.id, j.name, j.cluster, j.user or "", "yes" if j.managed else "no", j.state,
+                      "" if j.exit_code is None else str(j.exit_code), j.nodes, elapsed,
+                      _age(j.submitted_at) + " ago" if j.submitted_at else "")
     _console().print(table)
 
 

@@ -86,12 +86,36 @@ class JobNotFound(GtcError):
     """No job with that id or name is known."""
 
 
+class JobLogUnknown(JobNotFound):
+    """The job is known but where it writes its output is not (a job jupyter_gtc did not
+    submit, seen only in the completion file once slurmctld had forgotten it)."""
+
+
 class JobSubmitError(GtcError):
     """sbatch refused the job; the message is Slurm's own."""
 
     def __init__(self, message: str, argv: Sequence[str] = ()):
         self.argv = list(argv)
         super().__init__(f"sbatch refused the job: {message}")
+
+
+class JobStateConflict(GtcError):
+    """Slurm refused an action because of the job's state (a hold on a finished job, a requeue
+    of one still pending): the request's mistake, not Slurm failing. The message names the job,
+    its state, Slurm's reason and which jobs the action applies to."""
+
+    # What each action applies to, which the message tells the user.
+    VALID = {
+        "hold": "hold applies to a job that has not finished (a running one waits when it is requeued)",
+        "release": "release applies to a held job that has not finished",
+        "requeue": "requeue applies to a running or finished batch job; a pending one is in the queue already",
+    }
+
+    def __init__(self, job_id: str, name: str, state: str, action: str, reason: str):
+        self.job_id, self.name, self.state, self.action, self.reason = job_id, name, state, action, reason
+        valid = self.VALID.get(action, "")
+        super().__init__(f"job {job_id} ({name}) is {state}: Slurm refused to {action} it ({reason})"
+                         + (f"; {valid}" if valid else ""))
 
 
 class JobTimeout(GtcError):
@@ -116,3 +140,8 @@ class StudyBusy(GtcError):
 
 class StudyTimeout(GtcError):
     """A wait for a study ran out of time; the study itself goes on."""
+
+
+class RecipeOutputMissing(GtcError):
+    """No finished run of the recipe (or job) whose model is asked for: the message says which
+    recipe to run first, or what became of its last run."""

@@ -44,7 +44,7 @@ class GtcMagics(Magics):
         spec's node counts; any other difference is an error. Shows the cluster panel."""
         from .widgets import ClusterPanel
 
-        args = _parse(self.gtc_cluster, line)
+        args = _parse(self.gtc_cluster, line, cell=True)
         with _usage_errors():
             spec = api.parse_cluster_spec(cell, display_name=args.name)
             verb = "updating" if spec.name in _cluster_names() else "creating"
@@ -63,7 +63,7 @@ class GtcMagics(Magics):
         Shows the job's live panel; ``job = _`` in the next cell gives the ``api.Job``."""
         # Only --cluster is ours; everything else is sbatch's, passed on as a list (never
         # through a shell).
-        args, options = self.sbatch.parser.parse_known_args(_split(line))
+        args, options = self.sbatch.parser.parse_known_args(_split(line, "%%sbatch"))
         with _usage_errors():
             cluster = self._cluster(args.cluster)
             job = api.submit_job(cluster, cell, options)
@@ -76,14 +76,16 @@ class GtcMagics(Magics):
     @magic_arguments()
     @argument("--cluster", help="default: the cluster used last, or the only one")
     def squeue(self, line: str):
-        """Every job the cluster's Slurm knows (anyone's), finished ones for a while."""
+        """Every job the cluster's Slurm knows (anyone's: ``managed`` is False for a job not
+        submitted through jupyter_gtc, such as a terminal's sbatch), finished ones for a while."""
         args = _parse(self.squeue, line)
         with _usage_errors():
             cluster = self._cluster(args.cluster)
-            rows = [{"job_id": s.job_id, "name": s.name, "state": s.state, "nodes": s.nodes,
-                     "reason": s.reason or "", "exit_code": s.exit_code} for s in api.cluster_queue(cluster)]
+            rows = [{"job_id": j.id, "name": j.name, "user": j.user or "", "state": j.state, "nodes": j.nodes,
+                     "reason": j.reason or "", "exit_code": j.exit_code, "managed": j.managed}
+                    for j in api.cluster_queue(cluster)]
         self.current_cluster = cluster
-        return _table(rows, ["job_id", "name", "state", "nodes", "reason", "exit_code"])
+        return _table(rows, ["job_id", "name", "user", "state", "nodes", "reason", "exit_code", "managed"])
 
     @line_magic
     @magic_arguments()
@@ -135,7 +137,7 @@ class GtcMagics(Magics):
         algorithm, early_stopping, job; or a Vertex HyperparameterTuningJob as JSON), or
         ``--spec FILE``. Each trial is a Slurm job; its script gets the hyperparameters as
         ``"$@"`` (``srun python train.py "$@"``). Shows the study's live panel; ``study = _``."""
-        args = _parse(self.gtc_tune, line)
+        args = _parse(self.gtc_tune, line, cell=cell is not None)
         if bool(cell and cell.strip()) == bool(args.spec):
             raise UsageError("give the study spec either as the cell or with --spec FILE (not both)")
         with _usage_errors():
@@ -185,13 +187,20 @@ def _display_study_panel(study: api.Study) -> None:
     StudyPanel(study)._ipython_display_()
 
 
-def _split(line: str) -> list[str]:
-    """Arguments split as a shell would (quotes removed), unlike magic_arguments' default."""
-    return arg_split(line, posix=True)
+def _split(line: str, magic: str) -> list[str]:
+    """Arguments split as a shell would (quotes removed), unlike magic_arguments' default.
+    A line a shell could not split either (an unclosed quote, a trailing backslash) is the
+    user's mistake: a ``UsageError`` naming the magic and the line, not shlex's ValueError."""
+    try:
+        return arg_split(line, posix=True)
+    except ValueError as e:  # shlex: "No closing quotation", "No escaped character"
+        raise UsageError(f"{magic}: cannot split the arguments {line.strip()!r}: {str(e).lower()}; close the "
+                         "quote, or escape a quote or backslash that is meant literally (\\\" or \\\\)") from None
 
 
-def _parse(magic, line: str):
-    return magic.parser.parse_args(_split(line))
+def _parse(magic, line: str, cell: bool = False):
+    """``line`` parsed by the magic's argparse; ``cell``: whether it is a cell magic's line."""
+    return magic.parser.parse_args(_split(line, ("%%" if cell else "%") + magic.parser.prog))
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""Imports point one way: front ends -> api -> services -> core -> edge (DESIGN.md).
+"""Imports point one way: front ends -> api -> services -> core -> edge (ARCHITECTURE.md).
 Checked on the source, so a wrong import fails here before it tangles the code."""
 
 import ast
@@ -59,12 +59,42 @@ def test_services_and_core_never_import_front_end_libraries():
     assert not wrong, "\n".join(wrong)
 
 
+PROCESS_MODULES = {"subprocess", "pty", "multiprocessing", "asyncio.subprocess"}
+OS_PROCESS_CALLS = ("system", "popen", "spawn", "exec", "fork", "posix_spawn")  # os.<name>, os.<name>*
+
+
+def process_starts_in(source: str) -> list[tuple[str, int]]:
+    """(what, line) for each way ``source`` could start a process: importing a module that
+    does, or naming one of ``os``'s process functions (``os.system(...)``, ``from os import
+    popen``), which no import of a module ever shows."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names if a.name in PROCESS_MODULES]
+        elif isinstance(node, ast.ImportFrom) and node.module in PROCESS_MODULES:
+            found.append((node.module, node.lineno))
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            found += [(f"os.{a.name}", node.lineno) for a in node.names if a.name.startswith(OS_PROCESS_CALLS)]
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
+              and node.attr.startswith(OS_PROCESS_CALLS)):
+            found.append((f"os.{node.attr}", node.lineno))
+    return found
+
+
+def test_the_process_check_sees_each_way_to_start_one():
+    assert process_starts_in("import os\n\nos.system('ls')\n") == [("os.system", 3)]
+    assert process_starts_in("from os import system, path\nsystem('ls')\n") == [("os.system", 1)]
+    assert process_starts_in("import os\nos.popen('ls'); os.execvp('ls', ['ls'])\n") == [
+        ("os.popen", 2), ("os.execvp", 2)]
+    assert process_starts_in("import subprocess\nfrom pty import spawn\n") == [("subprocess", 1), ("pty", 2)]
+    assert process_starts_in("import os\nos.path.join(os.getcwd(), 'x')\nos.environ['A'] = '1'\n") == []
+
+
 def test_only_the_edge_starts_processes():
     wrong = []
     for path in PACKAGE.rglob("*.py"):
         if path.name == "_process.py":
             continue
-        for target, line in imports_of(path):
-            if target in ("subprocess", "os.system", "pty"):
-                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+        for what, line in process_starts_in(path.read_text()):
+            wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} uses {what}")
     assert not wrong, "only jupyter_gtc/_process.py may start processes:\n" + "\n".join(wrong)

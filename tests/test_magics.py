@@ -8,7 +8,7 @@ import json
 import pytest
 from IPython.core.error import UsageError
 
-from tests.conftest import small_gpu_spec
+from tests.conftest import slurm, small_gpu_spec
 
 pytestmark = pytest.mark.slurm
 CLUSTER = "magics"
@@ -121,7 +121,7 @@ def test_sbatch_options_win_over_sbatch_lines_and_underscore_is_the_job(shell, m
     assert job.name == "b"
     job.wait(60)
     assert job.state == "COMPLETED", job
-    assert [s.name for s in api.cluster_queue(CLUSTER) if s.job_id == job.id] == ["b"]  # Slurm's own view
+    assert slurm(CLUSTER, "squeue", "-h", "-t", "all", "-j", job.id, "-o", "%j").stdout.strip() == "b"  # Slurm's word
     assert sorted(job.logs().splitlines()) == ["hi from gpu-0", "hi from gpu-1"]
 
 
@@ -183,12 +183,17 @@ def test_sbatch_refusals_are_usage_errors(shell, magics):
         shell.run_cell_magic("sbatch", "--time=notatime", "true")
 
 
-def test_squeue_shows_a_running_job_and_scancel_cancels_it(shell, magics):
+def test_squeue_shows_a_running_job_and_scancel_cancels_it(shell, magics, tmp_path):
     job = submit(shell, "--job-name sleeper", "sleep 300")
     job.wait_until_running(60)
+    (tmp_path / "mine.sh").write_text("#!/bin/bash\nsleep 300\n")  # and one from a terminal
+    theirs = slurm(CLUSTER, "sbatch", "--parsable", "--hold", str(tmp_path / "mine.sh")).stdout.strip()
     rows = records(shell.run_line_magic("squeue", ""))
-    assert {"job_id": job.id, "name": "sleeper", "state": "RUNNING"}.items() <= next(
+    assert {"job_id": job.id, "name": "sleeper", "state": "RUNNING", "managed": True}.items() <= next(
         r for r in rows if r["job_id"] == job.id).items()
+    assert {"job_id": theirs, "name": "mine.sh", "state": "PENDING", "managed": False}.items() <= next(
+        r for r in rows if r["job_id"] == theirs).items()
+    assert shell.run_line_magic("scancel", theirs).wait(60).state == "CANCELLED"  # not ours, cancelled alike
 
     cancelled = shell.run_line_magic("scancel", job.id)
     assert cancelled.id == job.id
@@ -231,6 +236,26 @@ def test_bad_arguments_are_usage_errors(shell, magics):
         shell.run_cell_magic("sbatch", "--cluster", "true")
     with pytest.raises(UsageError, match="unrecognized arguments: --nodes"):
         shell.run_line_magic("squeue", "--nodes 2")
+
+
+@pytest.mark.parametrize(("magic", "line", "cell", "error"), [
+    ("sbatch", '--job-name "pre train --nodes 2', "srun hostname", "no closing quotation"),
+    ("gtc_cluster", "'demo", "display_name: demo", "no closing quotation"),
+    ("gtc_tune", "--name 'sweep", "metric: m:minimize", "no closing quotation"),
+    ("squeue", "--cluster 'magics", None, "no closing quotation"),
+    ("scancel", '"12', None, "no closing quotation"),
+    ("gtc_tensorboard", "12 \\", None, "no escaped character"),
+])
+def test_a_line_a_shell_could_not_split_is_a_usage_error_naming_it(shell, magic, line, cell, error):
+    """shlex's ValueError would show a traceback; the user sees which line and what to fix."""
+    with pytest.raises(UsageError) as e:
+        if cell is None:
+            shell.run_line_magic(magic, line)
+        else:
+            shell.run_cell_magic(magic, line, cell)
+    prefix = "%%" if cell is not None else "%"
+    assert str(e.value) == (f"{prefix}{magic}: cannot split the arguments {line!r}: {error}; close the quote, "
+                            "or escape a quote or backslash that is meant literally (\\\" or \\\\)")
 
 
 def test_gtc_cluster_shows_progress_below_the_cell(shell, slurm_available):

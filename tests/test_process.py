@@ -58,3 +58,18 @@ def test_threads_reaping_the_same_exited_daemons_all_succeed(tmp_path):
         t.join()
     assert errors == []
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() == psutil.STATUS_ZOMBIE for pid in pids)
+
+
+def test_process_alive_with_and_without_a_start_time(tmp_path):
+    """A cluster's owner is known by pid, host and start time; a study's driver by pid and
+    host only. One check serves both: a pid reused by another process fools only the second."""
+    me = _process.this_process()
+    assert _process.process_alive(me)
+    assert not _process.process_alive({**me, "started": float(me["started"]) - 60})  # its pid, reused
+    assert _process.process_alive({"pid": me["pid"], "host": me["host"]})
+    pid = _process.start_daemon(["true"], log_file=tmp_path / "log")
+    while psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.01)
+    _process.reap_exited()
+    assert not _process.process_alive({"pid": pid, "host": me["host"]})
+    assert _process.process_alive({"pid": pid, "host": "another-host"})  # nothing here can tell

@@ -31,6 +31,18 @@ class ClusterStatus:
     problem: str | None = None
 
 
+@dataclass(frozen=True)
+class NotApplied:
+    """A spec field a backend accepts but cannot apply, and why: shown at create (a warning),
+    in `gtc cluster describe` and in the cluster's JSON, so nothing is dropped silently."""
+
+    field: str   # node_pools[gpu].boot_disk
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.field} ({self.reason})"
+
+
 class Backend(ABC):
     name: str
 
@@ -41,6 +53,10 @@ class Backend(ABC):
     @abstractmethod
     def check_spec(self, spec: ClusterSpec) -> None:
         """Raise SpecErrors for what this backend cannot provide (beyond the schema)."""
+
+    def not_applied(self, spec: ClusterSpec) -> list[NotApplied]:
+        """The fields of ``spec`` this backend accepts and does not apply (the rest it applies)."""
+        return []
 
     @abstractmethod
     def create(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:

@@ -7,9 +7,10 @@ every job process it started, with no orphan, which a plain kill of slurmd does 
 (slurmstepd ignores SIGTERM and outlives it).
 
 A node's daemon starts through node_init.sh, which can give the namespace its own
-/etc/hosts (a bind mount) and hostname first. The mount namespace is private
-(``--propagation=private``, unshare's default, spelled out because correctness depends on
-it): the bind mount never reaches the machine's own /etc/hosts.
+/etc/hosts (a bind mount), hostname and shared storage (more bind mounts), and run the
+pool's startup script, first. The mount namespace is private (``--propagation=private``,
+unshare's default, spelled out because correctness depends on it): the bind mounts never
+reach the machine's own /etc/hosts or mount table.
 
 We hold the PID of the ``unshare`` process, with its start time so a recycled PID is
 never mistaken for ours, in ``<run_dir>/<label>.json``. A process killed between starting a
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -34,12 +36,22 @@ NODE_INIT = Path(__file__).with_name("node_init.sh")
 
 
 def start(label: str, argv: list[str], run_dir: Path, log_file: Path, env: dict[str, str],
-          prefix: list[str] | None = None, hostname: str | None = None, hosts_file: Path | None = None) -> int:
+          prefix: list[str] | None = None, hostname: str | None = None, hosts_file: Path | None = None,
+          mounts: Sequence[tuple[Path, str]] = (), startup: tuple[Path, Path] | None = None,
+          status_file: Path | None = None) -> int:
     """Start ``argv`` as ``label``. ``prefix`` runs it elsewhere (``nsenter --net=...``);
     ``hostname`` gives it a UTS namespace of its own with that name; ``hosts_file`` is
-    what it and its children see as /etc/hosts."""
+    what it and its children see as /etc/hosts; each ``(folder, path)`` of ``mounts`` is
+    mounted at ``path`` for it alone; ``startup`` is a ``(script, log)`` run first (a pool's
+    startup script); ``status_file`` receives its exit code, or 0 (see node_init.sh)."""
     wrapped = [*(prefix or []), *WRAPPER, *(["--uts"] if hostname else []), "tini", "--"]
     init = [*(["--hosts", str(hosts_file)] if hosts_file else []), *(["--hostname", hostname] if hostname else [])]
+    for folder, path in mounts:
+        init += ["--mount", str(folder), path]
+    if startup:
+        init += ["--startup", str(startup[0]), str(startup[1])]
+    if status_file:
+        init += ["--status", str(status_file)]
     if init:
         wrapped += ["sh", str(NODE_INIT), *init, "--"]
     pid = _process.start_daemon([*wrapped, *argv], log_file=log_file, env={**env, MARK: str(run_dir / label)})

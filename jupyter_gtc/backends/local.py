@@ -2,12 +2,15 @@
 
 One munged, one slurmctld and one slurmd per node, all under ``<GTC_HOME>/clusters/<name>/``:
 
-    etc/        slurm.conf, gres.conf, prolog/epilog chains and the spec's scripts, and the
-                nodes' /etc/hosts, which names every node (see hosts.py)
+    etc/        slurm.conf, gres.conf, prolog/epilog chains and the spec's scripts (startup/
+                holds each pool's startup script), and the nodes' /etc/hosts, which names
+                every node (see hosts.py)
     munge/      the cluster's key (its socket lives in /run/jupyter_gtc/<hash>/, see below)
     run/        our PID files (see daemons.py)      state/  slurmctld's saved state
-    spool/<n>/  each slurmd's spool                 log/    every daemon's log
+    spool/<n>/  each slurmd's spool                 log/    every daemon's log, and
+                                                            startup-<n>.log
     gpus/<n>/   nvidia0.. -> /dev/null, so GRES works where there is no GPU
+    storage/    the spec's filestores, lustres and home storage, mounted on the nodes (storage.py)
 
 Nodes declare the machine type's sizes (``SlurmdParameters=config_overrides``), scaled by
 the spec's ``local.resource_scale``. All daemons of all local clusters run as root.
@@ -27,13 +30,14 @@ from typing import Any
 from .._ports import free_ports
 from ..exceptions import BackendUnavailable, ClusterBusy, ClusterStartError, CommandError, SpecError, SpecErrors
 from ..slurm.commands import SlurmCommands
+from ..slurm.parse import NodeStatus
 from ..slurm.render import (
     UNSAFE_IN_CONF, NodeDecl, PartitionDecl, SlurmLayout, render_gres_conf, render_script_chain, render_slurm_conf,
     render_task_prolog,
 )
-from ..spec.cluster import ClusterSpec, NodePool
-from . import daemons, hosts, netns
-from .base import Backend, ClusterStatus, Progress
+from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
+from . import daemons, hosts, netns, storage
+from .base import Backend, ClusterStatus, NotApplied, Progress
 
 # Program -> Debian package that provides it.
 REQUIRED_PROGRAMS = {
@@ -42,6 +46,7 @@ REQUIRED_PROGRAMS = {
 }
 MAX_NODES = 64
 READY_TIMEOUT = 60.0
+STARTUP_TIMEOUT = 600.0  # a pool's startup script may install things; Vertex's VMs give it as long
 
 
 class LocalBackend(Backend):
@@ -74,6 +79,41 @@ class LocalBackend(Backend):
         if spec.local.network == "namespaces" and shutil.which("ip") is None:
             raise SpecErrors([SpecError("local.network", "namespaces",
                                         "it needs the `ip` program (apt-get install -y iproute2); or use host")])
+        errors = storage.check(spec, storage.protected_paths(self.home))
+        if errors:
+            raise SpecErrors(errors)
+
+    def not_applied(self, spec: ClusterSpec) -> list[NotApplied]:
+        found = []
+        login = spec.slurm.login_node_pool_id
+        for pool in spec.node_pools:
+            at = f"node_pools[{pool.id}]"
+            if pool.boot_disk is not None:
+                found.append(NotApplied(f"{at}.boot_disk", "nodes use this machine's disk"))
+            if pool.provisioning_model != ProvisioningModel.ON_DEMAND:
+                found.append(NotApplied(f"{at}.provisioning_model",
+                                        "local nodes are always there, as ON_DEMAND ones are; none is ever reclaimed"))
+            if pool.zone is not None:
+                found.append(NotApplied(f"{at}.zone", "every node is on this machine"))
+            if pool.enable_public_ips is not None:
+                found.append(NotApplied(f"{at}.enable_public_ips", "nodes use this machine's network (local.network)"))
+            if pool.machine_spec.reservation_affinity is not None:
+                found.append(NotApplied(f"{at}.machine_spec.reservation_affinity", "no reservation holds local nodes"))
+            if pool.id == login:
+                for name in ("startup_script", "filestores", "lustres"):
+                    if getattr(pool, name):
+                        found.append(NotApplied(f"{at}.{name}", "the login pool is this machine, which the "
+                                                "local backend never changes (no script runs, nothing is mounted)"))
+        if spec.slurm.accounting is not None:
+            found.append(NotApplied("orchestrator_spec.slurm_spec.accounting",
+                                    "there is no accounting database (slurmdbd) locally; finished jobs are read "
+                                    "from the cluster's job-completion file"))
+        if spec.network is not None:
+            found.append(NotApplied("network", "nodes use this machine's network (local.network)"))
+        if spec.runtime_spec is not None and spec.runtime_spec.service_account is not None:
+            found.append(NotApplied("runtime_spec.service_account",
+                                    "jobs run as the user who submits them; there are no service accounts here"))
+        return found
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -81,6 +121,8 @@ class LocalBackend(Backend):
         problems = self.problems()
         if problems:
             raise BackendUnavailable("; ".join(problems))
+        for item in self.not_applied(spec):
+            progress(f"warning: not applied locally: {item}")
         root = self.home / "clusters" / spec.name
         runtime["dir"] = str(root)
         if root.exists():
@@ -103,7 +145,15 @@ class LocalBackend(Backend):
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         removed = sorted(set(_node_names(old)) - set(_node_names(new)))
         if removed:
-            busy = self.commands(runtime).job_ids(removed)
+            commands = self.commands(runtime)
+            # A job whose steps have all ended stays COMPLETING a moment (until every node has
+            # run its epilog), just after `srun` returned: nothing the scale would cut short,
+            # so wait for it to go rather than refuse.
+            completing = ["squeue", "-h", "-t", "COMPLETING", "-o", "%i", "-w", ",".join(removed)]
+            _wait_for(lambda: not commands.run(completing).stdout.split(), READY_TIMEOUT, lambda: ClusterBusy(
+                f"job(s) {', '.join(commands.run(completing).stdout.split())} on nodes {', '.join(removed)} "
+                f"are still completing after {READY_TIMEOUT:.0f} s; scale again when they are gone"))
+            busy = commands.job_ids(removed)
             if busy:
                 raise ClusterBusy(
                     f"nodes {', '.join(removed)} would be removed but run job(s) {', '.join(busy)}; "
@@ -135,6 +185,7 @@ class LocalBackend(Backend):
                 netns.remove_node(net, node)
             netns.remove_bridge(net)
         self._remove(root)
+        storage.remove_made_dirs(runtime)  # every node's mount namespace has gone with its daemons
         shutil.rmtree(runtime.get("munge_socket_dir") or _munge_socket_dir(root), ignore_errors=True)
 
     def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
@@ -147,6 +198,9 @@ class LocalBackend(Backend):
                    "network": f"namespaces on {net.bridge} ({net.gateway}/24)" if net else "host",
                    "slurm_conf": str(Path(runtime["dir"]) / "etc" / "slurm.conf"),
                    "gpu_backing": runtime.get("gpu_backing", "none")}
+        mounts = storage.describe(spec, Path(runtime["dir"]))
+        if mounts:
+            details["storage"] = mounts
         if daemons.find("slurmctld", run) is None:
             return ClusterStatus(False, details=details, problem=(
                 "slurmctld is not running (local clusters stop when the machine restarts); "
@@ -208,23 +262,21 @@ class LocalBackend(Backend):
             (root / "spool" / name).mkdir(parents=True, exist_ok=True)
             argv, log = ["slurmd", "-D", "-N", name], root / "log" / f"slurmd-{name}.out"
             if net is None:
-                daemons.start(f"slurmd-{name}", argv, run, log, env, hosts_file=hosts_file)
+                daemons.start(f"slurmd-{name}", argv, run, log, env, hosts_file=hosts_file,
+                              **self._node_init(spec, root, name))
                 continue
             if not netns.node_exists(net, name):
                 netns.add_node(net, name, slots[name])
             daemons.start(f"slurmd-{name}", argv, run, log, env, prefix=netns.exec_prefix(net, name), hostname=name,
-                          hosts_file=hosts_file)
+                          hosts_file=hosts_file, **self._node_init(spec, root, name))
+        self._wait_node_init(spec, root, net, slots, to_start, progress)
         if running & set(wanted) and restart_controller:
-            # Nodes that stayed up re-read slurm.conf and learn the new node list.
+            # Nodes that stayed up re-read slurm.conf and learn the new node list. scontrol
+            # answers once slurmctld has rebuilt its node table, which forgets every node's
+            # registration; each slurmd registers again at the end of its reload, and
+            # _wait_ready waits for that.
             self._wait_controller(runtime)
-            logs = [root / "log" / f"slurmd-{n}.log" for n in sorted(running & set(wanted))]
-            sizes = [_size(p) for p in logs]
             self.commands(runtime).reconfigure()
-            # scontrol returns before each slurmd has reloaded (a step launched meanwhile can
-            # lose its output): wait until every slurmd has logged its reload and gone quiet.
-            _wait_for(lambda: all(_size(p) > s for p, s in zip(logs, sizes)), 10, lambda: ClusterStartError(
-                "a node did not reload its configuration within 10 s:\n" + _tail(logs[0])))
-            _wait_quiet(logs)
         self._wait_ready(spec, runtime, progress)
 
     def _write_config(self, spec: ClusterSpec, runtime: dict[str, Any]) -> None:
@@ -240,12 +292,16 @@ class LocalBackend(Backend):
         etc = root / "etc"
         has_prolog = _write_chain(etc, "prolog", spec.slurm.prolog_bash_scripts)
         has_epilog = _write_chain(etc, "epilog", spec.slurm.epilog_bash_scripts)
+        _write_startup_scripts(etc, spec)
+        storage.prepare(spec, root, runtime)
         net = _net(runtime)
+        scheduling = spec.slurm.scheduling
         layout = SlurmLayout(
             cluster_name=spec.name, root=root, controller_host=runtime["hostname"],
             controller_addr=net.gateway if net else "127.0.0.1", controller_port=runtime["controller_port"],
             munge_socket=Path(runtime["munge_socket_dir"]) / "munge.socket", nodes=tuple(nodes),
-            partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog)
+            partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog,
+            extra=scheduling.slurm_conf() if scheduling else {})
         _atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
         _atomic_write(etc / "gres.conf", render_gres_conf(layout))
         # In place, not _atomic_write: running nodes have this very file mounted as /etc/hosts.
@@ -276,6 +332,68 @@ class LocalBackend(Backend):
             name=name, addr=addr, hostname=name if net else runtime["hostname"], port=runtime["node_ports"][name],
             cpus=max(1, round(machine.vcpus * scale)), memory_mb=max(1024, int(machine.memory_gb * 1024 * scale)),
             gpus=machine.gpu_count, gpu_type=machine.gpu_model, gpu_files=gpu_files)
+
+    def _node_init(self, spec: ClusterSpec, root: Path, name: str) -> dict[str, Any]:
+        """What node ``name`` does before its slurmd starts, as ``daemons.start`` arguments: mount
+        its pool's storage, run its pool's startup script. Clears what a previous node of that
+        name left of its startup."""
+        mounts, script = _init_plan(spec, root, name)
+        if not mounts and script is None:
+            return {}
+        status, log = _init_status(root, name), _startup_log(root, name)
+        status.unlink(missing_ok=True)
+        log.unlink(missing_ok=True)
+        return {"mounts": [(m.folder, m.path) for m in mounts], "startup": (script, log) if script else None,
+                "status_file": status}
+
+    def _wait_node_init(self, spec: ClusterSpec, root: Path, net: netns.ClusterNet | None, slots: dict[str, int],
+                        started: list[str], progress: Progress) -> None:
+        """Wait until each node just started has mounted its storage and run its startup
+        script. A node whose script failed (or whose set-up did) is stopped and removed, and
+        the change fails with the script's output and exit code; the caller rolls back."""
+        run = root / "run"
+        plans = {n: _init_plan(spec, root, n) for n in started}
+        pending = {n: _init_status(root, n) for n, (mounts, script) in plans.items() if mounts or script}
+        if not pending:
+            return
+        with_script = sum(plans[n][1] is not None for n in pending)
+        if with_script:
+            progress(f"running the startup script on {with_script} node(s)")
+        failed: dict[str, int | None] = {}  # node -> its script's exit code; None: its set-up failed
+
+        def finished() -> bool:
+            for name, status in list(pending.items()):
+                if status.exists():
+                    code = _exit_code(status)
+                    if code != 0:
+                        failed[name] = code
+                elif daemons.find(f"slurmd-{name}", run) is None and not status.exists():  # (written as it ended?)
+                    failed[name] = None  # ended without a word: node_init.sh's own step failed
+                else:
+                    continue  # still setting up
+                del pending[name]
+            return not pending
+
+        def too_long() -> ClusterStartError:
+            name = sorted(pending)[0]
+            return ClusterStartError(
+                f"the startup script of pool {_pool_of(spec, name).id} still runs on node {name} after "
+                f"{STARTUP_TIMEOUT:.0f} s; its output so far:\n" + _tail(_startup_log(root, name), 20))
+
+        _wait_for(finished, STARTUP_TIMEOUT, too_long)
+        if not failed:
+            return
+        for name in failed:
+            _stop_node(root, net, slots, name)
+        name, code = sorted(failed.items())[0]
+        others = f" (and on {', '.join(sorted(failed)[1:])})" if len(failed) > 1 else ""
+        pool = _pool_of(spec, name)
+        if code is None:
+            raise ClusterStartError(f"node {name} could not be set up before its slurmd started{others} "
+                                    f"(mounting its storage or starting its startup script):\n"
+                                    + _tail(root / "log" / f"slurmd-{name}.out"))
+        raise ClusterStartError(f"the startup script of pool {pool.id} failed on node {name} with exit code "
+                                f"{code}{others}; its output:\n" + _tail(_startup_log(root, name), 20))
 
     def _start_munged(self, root: Path, sock_dir: Path) -> None:
         munge = root / "munge"
@@ -310,7 +428,7 @@ class LocalBackend(Backend):
         self._wait_controller(runtime)
         root = Path(runtime["dir"])
         commands, wanted = self.commands(runtime), set(_node_names(spec))
-        progress(f"waiting for {len(wanted)} node(s) to be idle")
+        progress(f"waiting for {len(wanted)} node(s) to register and be idle")
         last: list = []
 
         def ready() -> bool:
@@ -319,14 +437,17 @@ class LocalBackend(Backend):
             if dead:
                 raise ClusterStartError(f"slurmd of {dead[0]} exited:\n" + _tail(root / "log" / f"slurmd-{dead[0]}.log"))
             last = [n for n in commands.nodes() if n.name in wanted]
-            return len(last) == len(wanted) and all(n.ready for n in last)
+            return len(last) == len(wanted) and all(n.ready and _registered(n) for n in last)
 
         def not_ready() -> ClusterStartError:
-            bad = [n for n in last if not n.ready] or [n for n in wanted if n not in {x.name for x in last}]
+            bad = ([n for n in last if not (n.ready and _registered(n))]
+                   or [n for n in wanted if n not in {x.name for x in last}])
             lines = []
             for n in bad[:3]:
                 name = getattr(n, "name", n)
-                state = f"{n.display_state} ({n.reason})" if hasattr(n, "state") else "missing"
+                state = "missing" if not hasattr(n, "state") else (
+                    f"{n.display_state} ({n.reason})" if not n.ready else
+                    f"{n.display_state}, but its slurmd has not registered with slurmctld yet")
                 lines.append(f"{name}: {state}\n{_tail(root / 'log' / f'slurmd-{name}.log')}")
             return ClusterStartError(f"nodes not ready after {READY_TIMEOUT:.0f} s:\n" + "\n".join(lines))
 
@@ -374,6 +495,56 @@ def _cluster_id(root: Path) -> str:
 
 def _node_names(spec: ClusterSpec) -> list[str]:
     return [n for pool in spec.compute_pools() for n in pool.node_names()]
+
+
+def _pool_of(spec: ClusterSpec, node: str) -> NodePool:
+    return next(p for p in spec.compute_pools() if node in p.node_names())
+
+
+def _init_plan(spec: ClusterSpec, root: Path, node: str) -> tuple[list[storage.Mount], Path | None]:
+    """What ``node`` mounts, and the startup script it runs (None if its pool has none)."""
+    pool = _pool_of(spec, node)
+    return storage.pool_mounts(spec, pool, root), (_startup_script(root / "etc", pool) if pool.startup_script else None)
+
+
+def _startup_script(etc: Path, pool: NodePool) -> Path:
+    return etc / "startup" / f"{pool.id}.sh"
+
+
+def _startup_log(root: Path, node: str) -> Path:
+    return root / "log" / f"startup-{node}.log"
+
+
+def _init_status(root: Path, node: str) -> Path:
+    """Where node_init.sh writes how the node's set-up ended (its startup script's exit code)."""
+    return root / "run" / f"init-{node}.status"
+
+
+def _exit_code(status: Path) -> int:
+    try:
+        return int(status.read_text().strip())
+    except (OSError, ValueError):
+        return 1
+
+
+def _write_startup_scripts(etc: Path, spec: ClusterSpec) -> None:
+    """Each compute pool's startup script as ``etc/startup/<pool>.sh`` (none where it has none).
+    Replaced, never rewritten in place: a node may be running the previous one."""
+    folder = etc / "startup"
+    folder.mkdir(exist_ok=True)
+    wanted = {}
+    for pool in spec.compute_pools():
+        if pool.startup_script:
+            body = pool.startup_script
+            wanted[_startup_script(etc, pool)] = body if body.startswith("#!") else "#!/bin/bash\n" + body
+    for path in folder.glob("*.sh"):
+        if path not in wanted:
+            path.unlink()
+    for path, body in wanted.items():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(body)
+        tmp.chmod(0o755)
+        tmp.replace(path)
 
 
 def _write_chain(etc: Path, kind: str, scripts: list[str]) -> bool:
@@ -427,23 +598,18 @@ def _wait_for(check, timeout: float, error) -> None:
         delay = min(delay * 1.5, 0.5)
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
+def _registered(node: NodeStatus) -> bool:
+    """Whether the node's slurmd has registered with slurmctld since slurmctld last (re)built its
+    node table (a start or a reconfigure): only then does the node list its ``Version``.
 
-
-def _wait_quiet(paths: list[Path], quiet: float = 0.3, timeout: float = 5.0) -> None:
-    """Wait until none of ``paths`` has grown for ``quiet`` seconds (at most ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    last = [_size(p) for p in paths]
-    while time.monotonic() < deadline:
-        time.sleep(quiet)
-        now = [_size(p) for p in paths]
-        if now == last:
-            return
-        last = now
+    IDLE alone does not say so: slurmctld turns a node that never registered IDLE as soon as
+    it answers any RPC (node_mgr.c, _node_did_resp), such as the reconfigure a scale sends,
+    while the node's protocol version stays the oldest slurmctld supports (node_conf.c,
+    create_node_record) until a registration sets it (validate_node_specs). A step on such
+    a node is launched in that old protocol, its slurmstepds answer srun's I/O in the old
+    format, which srun 22.05 cannot read (io_hdr.c, io_init_msg_read_from_fd): the step's
+    output is lost and srun still exits 0."""
+    return bool(node.extra.get("Version"))
 
 
 def _tail(path: Path, lines: int = 8) -> str:

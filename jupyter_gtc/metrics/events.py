@@ -190,9 +190,15 @@ class EventDecoder:
         self._is_scalar: dict[str, bool] = {}  # tag -> what its first metadata said
         self._tag_cache: dict[bytes, str] = {}
 
-    def decode(self, records: Iterable[bytes], out: list[Scalar]) -> None:
-        """Append the scalars found in `records` to `out`, in record order."""
+    def decode(self, records: Iterable[bytes], out: list[Scalar], limit: int | None = None) -> int:
+        """Append the scalars found in `records` to `out`, in record order; with `limit`,
+        stop before the first record that finds `out` that long already. Returns how many
+        records were decoded."""
+        decoded = 0
         for b in records:
+            if limit is not None and len(out) >= limit:
+                break
+            decoded += 1
             try:
                 self._decode_event(b, out)
             except (DecodeError, IndexError, struct.error, UnicodeDecodeError) as e:
@@ -201,6 +207,7 @@ class EventDecoder:
                 self.undecodable += 1
                 if self.undecodable <= 10:
                     log.warning("skipping an undecodable event in run %r: %s", self.run, e)
+        return decoded
 
     def _decode_event(self, b: bytes, out: list[Scalar]) -> None:
         # The hot path (one event per add_scalar) is unrolled: one-byte keys and lengths

@@ -36,6 +36,8 @@ def parse_hypertune_line(line: str) -> list[Scalar]:
     if not isinstance(entry, dict):
         raise ValueError("not a JSON object")
     step = int(float(entry.get("global_step") or 0))
+    if not -(1 << 63) <= step < 1 << 63:  # what an event file's int64 step can hold
+        raise ValueError(f"global_step {step} is out of range")
     wall_time = float(entry.get("timestamp") or 0.0)
     out = []
     for tag, value in entry.items():
@@ -79,7 +81,7 @@ class HypertuneTail:
                 continue
             try:
                 scalars = parse_hypertune_line(line)
-            except (ValueError, TypeError) as e:
+            except (ValueError, TypeError, OverflowError) as e:  # OverflowError: int(float("inf"))
                 self.bad_lines += 1
                 log.warning("skipping a bad line in %s: %s (%.80s)", self.path, e, line)
             else:

@@ -4,6 +4,7 @@ tqdm-style lines in its log. Pure functions."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .scalar import Scalar
@@ -35,20 +36,73 @@ class Progress:
         return ", ".join(parts)
 
 
-def from_scalars(scalars: list[Scalar]) -> Progress | None:
+def from_scalars(scalars: Iterable[Scalar]) -> Progress | None:
     """Progress from the job's scalars: total from ``progress/total_steps``, done from the
-    newest step of any other tag, rate from the steps and wall times seen."""
-    totals = [s for s in scalars if s.tag == TOTAL_STEPS_TAG]
-    others = [s for s in scalars if s.tag != TOTAL_STEPS_TAG]
-    if not totals or not others:
-        return None
-    total = int(totals[-1].value)
-    first = min(others, key=lambda s: s.wall_time)
-    last = max(others, key=lambda s: (s.step, s.wall_time))
-    span = last.wall_time - first.wall_time
-    rate = (last.step - first.step) / span if span > 0 and last.step > first.step else None
-    eta = (total - last.step) / rate if rate else None
-    return Progress(last.step, total, rate, max(0.0, eta) if eta is not None else None)
+    newest step of any other tag, rate from the steps and wall times seen.
+
+    One pass in constant memory; a job's history (``ScalarHistory.view()``) answers from
+    the summary it keeps, without reading its scalars again."""
+    summary = scalars.progress_summary() if hasattr(scalars, "progress_summary") else None
+    return (summary or ProgressSummary().add(scalars)).progress()
+
+
+class ProgressSummary:
+    """What `from_scalars` needs of a stream of scalars, kept up to date as it grows: the
+    last total, the (step, wall time) of the earliest point and of the newest step."""
+
+    def __init__(self):
+        self.total: float | None = None               # the last progress/total_steps value
+        self.first: tuple[int, float] | None = None   # (step, wall_time) of the earliest point
+        self.last: tuple[int, float] | None = None    # the greatest (step, wall_time)
+
+    def add(self, scalars: Iterable[Scalar]) -> ProgressSummary:
+        first, last = self.first, self.last
+        for s in scalars:
+            if s.tag == TOTAL_STEPS_TAG:
+                self.total = s.value
+                continue
+            if first is None or s.wall_time < first[1]:  # the first of equals stays, as min() keeps it
+                first = (s.step, s.wall_time)
+            if last is None or (s.step, s.wall_time) > last:
+                last = (s.step, s.wall_time)
+        self.first, self.last = first, last
+        return self
+
+    def add_columns(self, steps, wall_times, values, is_total) -> None:
+        """The same as `add` for numpy columns of a stretch of scalars (``is_total``: a
+        boolean mask of the progress/total_steps ones)."""
+        import numpy as np
+
+        totals = np.flatnonzero(is_total)
+        if len(totals):
+            self.total = float(values[totals[-1]])
+        others = ~is_total
+        if not others.any():
+            return
+        steps, wall_times = steps[others], wall_times[others]
+        i = int(np.argmin(wall_times))  # the first of equals
+        if self.first is None or wall_times[i] < self.first[1]:
+            self.first = (int(steps[i]), float(wall_times[i]))
+        newest = np.flatnonzero(steps == steps.max())
+        j = newest[int(np.argmax(wall_times[newest]))]
+        candidate = (int(steps[j]), float(wall_times[j]))
+        if self.last is None or candidate > self.last:
+            self.last = candidate
+
+    def progress(self) -> Progress | None:
+        if self.total is None or self.first is None:
+            return None
+        total = int(self.total)
+        (first_step, first_wall), (last_step, last_wall) = self.first, self.last
+        span = last_wall - first_wall
+        rate = (last_step - first_step) / span if span > 0 and last_step > first_step else None
+        eta = (total - last_step) / rate if rate else None
+        return Progress(last_step, total, rate, max(0.0, eta) if eta is not None else None)
+
+    def copy(self) -> ProgressSummary:
+        other = ProgressSummary()
+        other.total, other.first, other.last = self.total, self.first, self.last
+        return other
 
 
 def from_log(text: str) -> Progress | None:

@@ -16,6 +16,15 @@ What one `read_new()` costs, with D folders and F event files under the log dir:
   read (a replaced file starts again from 0), and a read of the new bytes only;
 * the hypertune file: one ``stat``; read (a few KB) only when it changed.
 
+What one call holds in memory is bounded, whatever the size of the log dir: a call returns
+a page of at most about `PAGE_SCALARS` scalars (a ``Scalar`` costs ~190 bytes in memory
+against ~50 on disk, so a first read of a 1 GB log dir kept whole would take ~4 GB), reads
+files in `CHUNK_SIZE` pieces, and consumes at most `page_bytes` of records (events that are
+no scalars, such as images, cost bytes but yield nothing). A first read of a big log dir
+is therefore a series of pages: `caught_up` says whether the last call read everything
+there was, and `pages()` reads until it did, for a caller that hands each page on and
+drops it.
+
 On NFS, what a poll sees is as fresh as the client's attribute cache allows (``actimeo``).
 """
 
@@ -26,6 +35,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -33,7 +43,7 @@ from pathlib import Path
 
 from .events import EventDecoder
 from .hypertune import HypertuneTail
-from .records import TAIL_SIZE, read_records
+from .records import CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, TAIL_SIZE, frame_record, read_records
 from .scalar import Scalar
 
 log = logging.getLogger(__name__)
@@ -42,6 +52,10 @@ EVENT_FILE_MARK = "tfevents"
 # A folder whose mtime is this close to now may change again within the same mtime tick
 # (1 s on some filesystems), so its listing is not reused.
 RACY_SECONDS = 2.0
+PAGE_SCALARS = 50_000     # at most about this many scalars per read_new() (~10 MB of Scalars)
+PAGE_BYTES = 4 << 20      # at most about this many bytes of records consumed per read_new()
+FRAMING_SIZE = HEADER_SIZE + FOOTER_SIZE
+MIN_RECORDS = 1024        # records read at least per read of a file, when a page is nearly full
 
 
 @dataclass
@@ -56,6 +70,8 @@ class PollStats:
     bytes_read: int = 0
     scalars: int = 0
     corrupt_records: int = 0
+    bytes_consumed: int = 0   # of records (bytes_read also counts re-checks and read-ahead)
+    caught_up: bool = True    # every file was read to its end: nothing was left for the next call
 
 
 @dataclass
@@ -79,16 +95,19 @@ class MetricsReader:
     """Incremental reader of a job's scalars: TensorBoard event files plus hypertune.
 
     `read_new()` returns each scalar once over the life of the reader, sorted by wall
-    time within a call. Calls are serialised by a lock, so one reader may be shared.
+    time within a call, in pages of bounded size. Calls are serialised by a lock, so one
+    reader may be shared.
     """
 
     def __init__(self, log_dir: Path, hypertune_file: Path | None = None, *,
-                 full_rescan_s: float = 30.0):
+                 full_rescan_s: float = 30.0, page_bytes: int = PAGE_BYTES):
         self.log_dir = Path(log_dir)
         self.hypertune_file = Path(hypertune_file) if hypertune_file else None
         self.full_rescan_s = full_rescan_s
+        self.page_bytes = page_bytes
         self.corrupt_records = 0          # skipped records, over the life of the reader
-        self.last_poll = PollStats()
+        self.caught_up = False            # the last call left nothing unread
+        self.last_poll = PollStats(caught_up=False)
         self._hypertune = HypertuneTail(self.hypertune_file) if self.hypertune_file else None
         self._folders: dict[str, _Folder] = {}    # relative path -> cached listing
         self._files: dict[str, _EventFile] = {}   # relative path -> read position
@@ -101,27 +120,45 @@ class MetricsReader:
         """Records whose checksum held but that were not a well-formed Event."""
         return sum(d.undecodable for d in self._decoders.values())
 
-    def read_new(self) -> list[Scalar]:
-        """Scalars written since the last call (all of them on the first call)."""
+    def read_new(self, limit: int | None = PAGE_SCALARS) -> list[Scalar]:
+        """Scalars written since the last call: all of them, or when more than about
+        `limit` are waiting (the first read of a big log dir), the first `limit` or so,
+        and the next call goes on from there; `caught_up` tells which. `limit=None` reads
+        everything in one list, however big (`read_metrics`)."""
         with self._lock:
             stats = PollStats()
             started = time.perf_counter()
             out: list[Scalar] = []
+            budget = None if limit is None else _Budget(max(limit, 1), max(self.page_bytes, 1))
             with _gc_paused():
                 for rel in self._walk(stats):
-                    self._read_file(rel, stats, out)
+                    if not self._read_file(rel, stats, out, budget):
+                        stats.caught_up = False  # the page is full: the rest waits
+                        break
             if self._hypertune is not None:
                 out.extend(self._hypertune.read_new())
             out.sort(key=attrgetter("wall_time"))  # stable: file order breaks ties
             stats.scalars = len(out)
             stats.seconds = time.perf_counter() - started
             self.corrupt_records += stats.corrupt_records
+            self.caught_up = stats.caught_up
             self.last_poll = stats
             return out
 
+    def pages(self, limit: int = PAGE_SCALARS) -> Iterator[list[Scalar]]:
+        """`read_new(limit)` until caught up, yielding each non-empty page: the new
+        scalars of a log dir of any size, for a caller that hands each page on and drops it."""
+        while True:
+            page = self.read_new(limit)
+            if page:
+                yield page
+            if self.caught_up:
+                return
+
     def read_all(self) -> list[Scalar]:
-        """Every scalar now on disk, read by a fresh reader; this reader's place is kept."""
-        return MetricsReader(self.log_dir, self.hypertune_file).read_new()
+        """Every scalar now on disk in one list, read by a fresh reader; this reader's place
+        is kept. Its memory grows with the log dir: for big ones, use a fresh reader's `pages()`."""
+        return MetricsReader(self.log_dir, self.hypertune_file).read_new(limit=None)
 
     # -- the walk ------------------------------------------------------------------
 
@@ -179,40 +216,73 @@ class MetricsReader:
 
     # -- one event file -------------------------------------------------------------
 
-    def _read_file(self, rel: str, stats: PollStats, out: list[Scalar]) -> None:
+    def _read_file(self, rel: str, stats: PollStats, out: list[Scalar],
+                   budget: _Budget | None) -> bool:
+        """Read what is new in one file into `out`; False if the page filled up first."""
         path = self.log_dir / rel
         try:
             st = os.stat(path)
         except OSError:
-            return
+            return True
         stats.files_statted += 1
         state = self._files.get(rel)
         if state is None:
             run = os.path.dirname(rel)
             state = self._files[rel] = _EventFile(run=run)
         if st.st_size == state.size and st.st_ino == state.inode:
-            return
+            return True
+        if budget is not None and not budget.left(out, stats):
+            return False
         if st.st_size < state.offset:
             log.info("%s shrank (%d < %d bytes): reading it again from the start",
                      path, st.st_size, state.offset)
             state.offset, state.tail = 0, b""
+        decoder = self._decoders.get(state.run)
+        if decoder is None:
+            decoder = self._decoders[state.run] = EventDecoder(state.run)
         try:
             with open(path, "rb") as f:
                 if state.offset and not self._same_file(f, state, stats):
                     log.info("%s was replaced: reading it again from the start", path)
                     state.offset, state.tail = 0, b""
-                batch = read_records(f, state.offset, state.tail)
+                stats.files_read += 1
+                at_end = self._read_records(f, state, decoder, stats, out, budget)
+                while not at_end and budget is not None and budget.left(out, stats):  # records of few scalars
+                    at_end = self._read_records(f, state, decoder, stats, out, budget)
         except FileNotFoundError:
-            return
-        stats.files_read += 1
+            return True
+        # A file left midway is opened again next call, whatever its size says.
+        state.size, state.inode = (st.st_size if at_end else -1), st.st_ino
+        return at_end
+
+    @staticmethod
+    def _read_records(f, state: _EventFile, decoder: EventDecoder, stats: PollStats,
+                      out: list[Scalar], budget: _Budget | None) -> bool:
+        """Decode records from `state.offset` on into `out`, to the end of the file or until
+        the page is full; move `state` past them. True if the end of the file was reached."""
+        start = state.offset
+        # Records for what the page still lacks (fewer, if some hold no scalar: the loop
+        # in _read_file comes back), but not so few that a file of such records is read
+        # a handful at a time.
+        limits = {} if budget is None else {"max_records": max(budget.scalars - len(out), MIN_RECORDS),
+                                            "max_bytes": budget.bytes - stats.bytes_consumed}
+        batch = read_records(f, start, state.tail, CHUNK_SIZE, **limits)
         stats.bytes_read += batch.bytes_read
         stats.corrupt_records += batch.corrupt
-        decoder = self._decoders.get(state.run)
-        if decoder is None:
-            decoder = self._decoders[state.run] = EventDecoder(state.run)
-        decoder.decode(batch.records, out)
+        records = batch.records
+        decoded = decoder.decode(records, out, None if budget is None else budget.scalars)
+        if decoded < len(records) and not batch.corrupt:
+            # The page filled up inside the batch. Records lie back to back here, so the
+            # first one not decoded starts after the frames of those that were, and the
+            # next call goes on from it.
+            batch.next_offset = start + sum(map(len, records[:decoded])) + FRAMING_SIZE * decoded
+            batch.tail = frame_record(records[decoded - 1])[-TAIL_SIZE:]
+            batch.at_end = False
+        elif decoded < len(records):  # a skipped stretch in between: where they lie is unknown
+            decoder.decode(records[decoded:], out)
+        stats.bytes_consumed += batch.next_offset - start
         state.offset, state.tail = batch.next_offset, batch.tail
-        state.size, state.inode = st.st_size, st.st_ino
+        return batch.at_end
 
     @staticmethod
     def _same_file(f, state: _EventFile, stats: PollStats) -> bool:
@@ -221,6 +291,18 @@ class MetricsReader:
         before = f.read(len(state.tail))
         stats.bytes_read += len(before)
         return before == state.tail
+
+
+@dataclass
+class _Budget:
+    """The size of one page: scalars, and bytes of records (images and histograms are no
+    scalars, yet cost memory while they are read)."""
+
+    scalars: int
+    bytes: int
+
+    def left(self, out: list[Scalar], stats: PollStats) -> bool:
+        return len(out) < self.scalars and stats.bytes_consumed < self.bytes
 
 
 @contextmanager
@@ -243,6 +325,8 @@ def _gc_paused():
 
 
 def read_metrics(log_dir: Path, hypertune_file: Path | None = None) -> list[Scalar]:
-    """Every scalar now under `log_dir` (and in `hypertune_file`), sorted by wall time."""
-    return MetricsReader(log_dir, hypertune_file).read_new()
+    """Every scalar now under `log_dir` (and in `hypertune_file`) in one list, sorted by
+    wall time. Its memory grows with the log dir (~190 bytes a scalar): for big ones, use
+    `MetricsReader(log_dir).pages()`."""
+    return MetricsReader(log_dir, hypertune_file).read_new(limit=None)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import sys
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -40,7 +41,7 @@ _HEADER = struct.Struct("<QI")  # length, masked crc of the length
 _U32 = struct.Struct("<I")
 HEADER_SIZE = _HEADER.size      # 12
 FOOTER_SIZE = 4
-CHUNK_SIZE = 8 << 20            # read big files in pieces so memory stays bounded
+CHUNK_SIZE = 256 << 10          # read big files in pieces so memory stays bounded
 TAIL_SIZE = 16                  # bytes kept to recognise a file replaced under a reader
 _LENGTH_CRCS: dict[int, int] = {}  # record length -> masked CRC of its 8 bytes
 
@@ -66,6 +67,7 @@ class RecordBatch:
     corrupt: int = 0         # records (or unreadable stretches) skipped for a bad checksum
     bytes_read: int = 0
     tail: bytes = b""        # the TAIL_SIZE bytes before next_offset (see read_records)
+    at_end: bool = True      # read to the end of the file, not stopped by a limit
 
 
 def _header_ok(buf: bytes, pos: int) -> int | None:
@@ -101,20 +103,23 @@ def _resync(buf: bytes, pos: int) -> int | None:
     return None
 
 
-def parse_records(buf: bytes, base_offset: int = 0) -> RecordBatch:
+def parse_records(buf: bytes, base_offset: int = 0, max_records: int | None = None) -> RecordBatch:
     """Split `buf` (file bytes starting at `base_offset`) into records.
 
-    Stops at the first record that is not wholly in `buf`; `next_offset` points at it.
+    Stops at the first record that is not wholly in `buf`, or after `max_records` records;
+    `next_offset` points at the first record not returned.
     """
     out = RecordBatch(next_offset=base_offset, bytes_read=len(buf))
-    append = out.records.append
+    records = out.records
+    append = records.append
+    limit = sys.maxsize if max_records is None else max_records
     unpack_header = _HEADER.unpack_from
     unpack_u32 = _U32.unpack_from
     crc32c = _crc32c
     length_crcs = _LENGTH_CRCS
     size = len(buf)
     pos = 0
-    while size - pos >= HEADER_SIZE:
+    while size - pos >= HEADER_SIZE and len(records) < limit:
         length, header_crc = unpack_header(buf, pos)
         # Scalar events come in a few lengths, so the header checksum is a dict hit.
         expected = length_crcs.get(length)
@@ -150,27 +155,38 @@ def parse_records(buf: bytes, base_offset: int = 0) -> RecordBatch:
     return out
 
 
-def read_records(f: BinaryIO, offset: int, tail: bytes = b"",
-                 chunk_size: int = CHUNK_SIZE) -> RecordBatch:
-    """Read every complete record from `offset` to the end of the open file `f`.
+def read_records(f: BinaryIO, offset: int, tail: bytes = b"", chunk_size: int = CHUNK_SIZE, *,
+                 max_records: int | None = None, max_bytes: int | None = None) -> RecordBatch:
+    """Read the complete records from `offset` to the end of the open file `f`, or fewer.
 
     `tail` is the `tail` of the batch that ended at `offset` (empty at 0); the new batch's
     `tail` lets the caller check, next time, that the bytes before its offset are still
     the ones it read. The file is read in chunks of `chunk_size` bytes; a record that
     spans a chunk boundary is carried into the next chunk, and a record larger than a
     chunk makes the next read big enough to hold it.
+
+    With `max_records` the batch holds at most that many records, and with `max_bytes`
+    reading stops at the first chunk that takes it to that many bytes of records; then
+    `at_end` is False and `next_offset` is where the next read goes on. So what a read
+    holds in memory is bounded whatever the size of the file.
     """
     total = RecordBatch(next_offset=offset, tail=tail)
+    records_left = sys.maxsize if max_records is None else max_records
+    bytes_limit = sys.maxsize if max_bytes is None else max_bytes
     f.seek(offset)
     pending = b""
     while True:
+        if records_left <= 0 or total.next_offset - offset >= bytes_limit:
+            total.at_end = False
+            break
         chunk = f.read(max(chunk_size, _bytes_needed(pending)))
         total.bytes_read += len(chunk)
         if not chunk:
             break
         buf = pending + chunk if pending else chunk
-        batch = parse_records(buf, total.next_offset)
+        batch = parse_records(buf, total.next_offset, records_left)
         total.records.extend(batch.records)
+        records_left -= len(batch.records)
         total.corrupt += batch.corrupt
         consumed = batch.next_offset - total.next_offset
         total.tail = (total.tail + buf[max(0, consumed - TAIL_SIZE):consumed])[-TAIL_SIZE:]

@@ -4,6 +4,12 @@ A handler is a few lines: parse the request, ``await self.call(api.something, ..
 write the result's JSON. ``call`` runs the (synchronous, sometimes slow: it runs Slurm's
 commands) api function on a thread of our own, so the server keeps answering meanwhile,
 and turns a ``GtcError`` into an HTTP status with a ``{kind, message}`` body.
+
+Every route checks the login (``@web.authenticated``) and then the server's Authorizer
+(``@authorized``: action "read" for GET and HEAD, "write" for POST and DELETE, on the resource
+``AUTH_RESOURCE``), as JupyterLab's own handlers do, so a deployment's Authorizer (JupyterHub
+roles, a read-only share) decides who may do what. What runs as root on the nodes (a cluster
+spec's prolog, epilog and startup scripts) needs "execute" too: ``require``.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from jupyter_core.utils import ensure_async
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
@@ -26,6 +33,7 @@ from ..exceptions import (
     CommandError,
     GtcError,
     JobNotFound,
+    JobStateConflict,
     JobSubmitError,
     OperationNotFound,
     SlurmError,
@@ -36,6 +44,13 @@ from ..exceptions import (
     StudyNotFound,
 )
 
+# The Authorizer's resource for every route of ours: one name, as "contents" or "kernels" is
+# jupyter_server's; the action says what a request does.
+AUTH_RESOURCE = "gtc"
+# The action for what runs as root on the nodes, as jupyter_server asks "execute" of kernels
+# and terminals: a user who may only "write" may create and scale clusters without scripts.
+EXECUTE = "execute"
+
 # Slow work (a scale, a delete) must not hold up the quick reads the sidebar makes meanwhile,
 # nor take the threads other extensions use (the loop's default executor): a pool of our own.
 _executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gtc-rest")
@@ -44,7 +59,7 @@ _executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gtc-rest")
 _STATUS = [
     ((ClusterNotFound, JobNotFound, OperationNotFound, StudyNotFound), 404),
     ((SpecError, SpecErrors, JobSubmitError), 400),
-    ((ClusterBusy, ClusterExists, StudyBusy, StudyExists), 409),
+    ((ClusterBusy, ClusterExists, StudyBusy, StudyExists, JobStateConflict), 409),
     ((CommandError, SlurmError), 502),  # Slurm failed or could not be reached: not the client's fault
     ((GtcError,), 500),
 ]
@@ -76,10 +91,18 @@ async def call(fn, *args: Any, **kwargs: Any) -> Any:
 
 
 class GtcHandler(APIHandler):
-    """Base of our REST handlers (``APIHandler``: a login or token is required, answers are
-    JSON, writes need the XSRF token when the login is a cookie)."""
+    """Base of our REST handlers (``APIHandler``: answers are JSON, writes need the XSRF token
+    when the login is a cookie). Each method is ``@web.authenticated`` then ``@authorized``."""
 
+    auth_resource = AUTH_RESOURCE
     call = staticmethod(call)
+
+    async def require(self, action: str, why: str) -> None:
+        """403 unless the Authorizer lets this user do ``action`` on our resource too: for what
+        only the request's content tells (a spec with scripts), which a decorator cannot see."""
+        allowed = await ensure_async(self.authorizer.is_authorized(self, self.current_user, action, AUTH_RESOURCE))
+        if not allowed:
+            raise web.HTTPError(403, "%s", f"User is not authorized to {action} on resource: {AUTH_RESOURCE} ({why}).")
 
     def write_json(self, payload: Any, status: int = 200) -> None:
         self.set_status(status)

@@ -16,7 +16,8 @@ request carries the same token header as every other call (EventSource can send 
 
 One ``ChangeFeed`` per server does the work for all connections, and only while one is
 open. Each tick (1 s, or at once when a poller reports a change) reads the clusters' jobs
-from the state store, which is how it finds jobs that notebooks and the CLI submitted, and
+from the state store, which is how it finds jobs that notebooks and the CLI submitted (and
+the jobs others submitted, a terminal's sbatch, from the poller's snapshot), and
 their state from ``api.job_poller`` (the same poller the magics' panels use: it subscribes to
 each cluster's, and watching a job makes the poller follow it). Clusters' node states
 (one ``scontrol`` each) are read every few seconds, and after any job change or step of a
@@ -32,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
@@ -208,6 +210,7 @@ class EventsHandler(GtcHandler):
     """The feed as server-sent events, for as long as the client keeps the request open."""
 
     @web.authenticated
+    @authorized
     async def get(self):
         feed: ChangeFeed = self.settings["gtc_feed"]
         self.set_header("Content-Type", "text/event-stream")

@@ -6,8 +6,11 @@
     GET  jobs/<cluster>/<id>/log?offset=&limit= {"text", "offset", "next_offset", "size", "finished"}
     GET  jobs/<cluster>/<id>/metrics?since=N    {"scalars": [Scalar, ...], "next": M, "finished"}
 
-``job_json`` is ``Job.to_json()`` plus ``reason`` (why it is pending: Resources,
-JobHeldUser, ...). A job is named by its Slurm id or its name, as everywhere else.
+``job_json`` is ``Job.to_json()``: with ``reason`` (why it is pending: Resources,
+JobHeldUser, ...), ``finished``, and ``managed`` (false for a job that others submitted, a
+terminal's sbatch: the list shows every job of the cluster, and acts on every one; such a
+job's log is where Slurm says, ``log_path``, and it has no metrics). A job is named by its
+Slurm id or its name, as everywhere else.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 from dataclasses import asdict
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .. import api
@@ -29,8 +33,7 @@ ACTIONS = {"cancel": api.cancel_job, "requeue": api.requeue_job, "hold": api.hol
 
 
 def job_json(job: api.Job) -> dict[str, Any]:
-    view = api.job_poller(job.cluster).view(job.id)
-    return {**job.to_json(), "reason": view.reason if view else None}
+    return job.to_json()
 
 
 def jobs_json(cluster: str | None) -> list[dict[str, Any]]:
@@ -39,6 +42,7 @@ def jobs_json(cluster: str | None) -> list[dict[str, Any]]:
 
 class JobsHandler(GtcHandler):
     @web.authenticated
+    @authorized
     async def get(self):
         jobs = await self.call(jobs_json, self.get_query_argument("cluster", None))
         self.write_json({"jobs": jobs})
@@ -46,18 +50,21 @@ class JobsHandler(GtcHandler):
 
 class JobHandler(GtcHandler):
     @web.authenticated
+    @authorized
     async def get(self, cluster: str, ref: str):
         self.write_json(await self.call(lambda: job_json(api.get_job(ref, cluster))))
 
 
 class JobActionHandler(GtcHandler):
     @web.authenticated
+    @authorized
     async def post(self, cluster: str, ref: str, action: str):
         self.write_json(await self.call(lambda: job_json(ACTIONS[action](ref, cluster))))
 
 
 class JobLogHandler(GtcHandler):
     @web.authenticated
+    @authorized
     async def get(self, cluster: str, ref: str):
         offset = self.int_argument("offset", None, minimum=0)
         limit = min(self.int_argument("limit", LOG_LIMIT, minimum=1), MAX_LOG_LIMIT)
@@ -65,13 +72,14 @@ class JobLogHandler(GtcHandler):
         def read() -> dict[str, Any]:
             job = api.get_job(ref, cluster)
             finished = job.finished  # before reading: a finished job's log is complete once read
-            return {**read_log_range(str(job.log_path), offset, limit), "finished": finished}
+            return {**read_log_range(str(job.log_file()), offset, limit), "finished": finished}
 
         self.write_json(await self.call(read))
 
 
 class JobMetricsHandler(GtcHandler):
     @web.authenticated
+    @authorized
     async def get(self, cluster: str, ref: str):
         since = self.int_argument("since", 0, minimum=0)
 
@@ -79,7 +87,7 @@ class JobMetricsHandler(GtcHandler):
             job = api.get_job(ref, cluster)
             finished = job.finished  # before reading, as for the log
             feed = job.metrics_feed  # the process's one reader of this job
-            feed.refresh()
+            feed.refresh(until=since + MAX_SCALARS)  # a big log dir: read this answer's worth, not all
             scalars = feed.all()[since:since + MAX_SCALARS]
             return {"scalars": [scalar_json(s) for s in scalars], "next": since + len(scalars), "finished": finished}
 

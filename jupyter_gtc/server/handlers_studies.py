@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .. import api
@@ -60,18 +61,21 @@ def _finite(value: Any) -> Any:
 
 class StudiesHandler(GtcHandler):
     @web.authenticated
+    @authorized
     async def get(self):
         self.write_json({"studies": await self.call(studies_json, self.get_query_argument("cluster", None))})
 
 
 class StudyHandler(GtcHandler):
     @web.authenticated
+    @authorized
     async def get(self, name: str):
         self.write_json(await self.call(lambda: study_json(api.get_study(name), whole=True)))
 
 
 class StudyActionHandler(GtcHandler):
     @web.authenticated
+    @authorized
     async def post(self, name: str, action: str):
         def act() -> dict[str, Any]:
             study = api.get_study(name)
@@ -83,6 +87,7 @@ class StudyActionHandler(GtcHandler):
 
 class TrialStopHandler(GtcHandler):
     @web.authenticated
+    @authorized
     async def post(self, name: str, trial: str):
         self.write_json(await self.call(lambda: study_json(api.get_study(name).stop_trial(trial))))
 

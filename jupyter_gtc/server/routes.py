@@ -3,23 +3,26 @@
 ``{base_url}gtc/api/...`` is the REST API of the sidebar: clusters
 (``handlers_clusters.py``), jobs, their logs and metrics (``handlers_jobs.py``), tuning
 studies (``handlers_studies.py``) and the change feed (``feed.py``). Every route needs a
-login, like the rest of the server.
+login, like the rest of the server, and the Authorizer's leave (``base.py``).
 
 ``{base_url}gtc/static/bokeh/<file>`` serves the BokehJS files of the installed ``bokeh``
 package (``bokeh/server/static``: ``js/bokeh.min.js``, ``js/bokeh-widgets.min.js``, ...),
 so live plots render without a CDN (unreachable offline) and without INLINE resources
-(about 8 MB in every saved notebook). Only a logged-in user gets them, like every other
-route of the server; a browser that opened JupyterLab has the login cookie, so a script
-tag or request from the page just works.
+(about 8 MB in every saved notebook). Only a logged-in user whom the Authorizer lets "read"
+gets them, like every other route of ours; a browser that opened JupyterLab has the login
+cookie, so a script tag or request from the page just works.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
+
+from .base import AUTH_RESOURCE
 
 API_ROUTE = "gtc/api"
 BOKEH_ROUTE = "gtc/static/bokeh"
@@ -37,13 +40,17 @@ def bokeh_static_dir() -> Path:
 
 
 class BokehStaticHandler(JupyterHandler, web.StaticFileHandler):
-    """BokehJS's static files, for authenticated users only."""
+    """BokehJS's static files, for authenticated and authorized users only."""
+
+    auth_resource = AUTH_RESOURCE
 
     @web.authenticated
+    @authorized
     def head(self, path: str):
         return web.StaticFileHandler.head(self, path)
 
     @web.authenticated
+    @authorized
     def get(self, path: str, include_body: bool = True):
         return web.StaticFileHandler.get(self, path, include_body)
 

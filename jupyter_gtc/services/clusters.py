@@ -23,7 +23,7 @@ from typing import Any
 
 from .._process import process_alive, this_process
 from ..backends import get_backend
-from ..backends.base import Backend, ClusterStatus, Progress, no_progress
+from ..backends.base import Backend, ClusterStatus, NotApplied, Progress, no_progress
 from ..exceptions import ClusterBusy, ClusterNotFound, SpecError, SpecErrors
 from ..spec.cluster import ClusterSpec, parse_cluster_spec, spec_differences
 from ..state import ClusterRecord, Store
@@ -50,6 +50,7 @@ class Cluster:
     status: ClusterStatus | None = None
     runtime: dict[str, Any] = field(default_factory=dict, repr=False)
     interrupted: str | None = None  # ERROR: what was under way when its process died, and what to do
+    not_applied: list[NotApplied] = field(default_factory=list)  # spec fields its backend accepts, does not apply
 
     @property
     def problem(self) -> str | None:
@@ -73,6 +74,7 @@ class Cluster:
             "name": self.name, "backend": self.backend, "state": self.state,
             "created_at": self.created_at, "node_count": self.node_count, "gpu_count": self.gpu_count,
             "spec": self.spec.to_json(),
+            "not_applied": [asdict(item) for item in self.not_applied],
         }
         if self.status is not None or self.interrupted:
             out["problem"] = self.problem
@@ -150,11 +152,12 @@ class ClusterService:
         record = self._settled(self.store.get_cluster(name))
         spec = parse_cluster_spec(record.spec)
         status = None
+        backend = get_backend(record.backend, self.home)
         # A create that was interrupted never made a cluster to ask: its message says all there is.
         if with_status and record.state in (RUNNING, SCALING, ERROR) and not _create_interrupted(record):
-            status = get_backend(record.backend, self.home).status(spec, record.runtime)
+            status = backend.status(spec, record.runtime)
         return Cluster(record.name, record.backend, record.state, spec, record.created_at, status, record.runtime,
-                       _interruption(record))
+                       _interruption(record), backend.not_applied(spec))
 
     def _recording(self, name: str, runtime: dict[str, Any], progress: Progress) -> Progress:
         """``progress`` that first records the backend's ``runtime`` as it is so far (it adds

@@ -1,7 +1,9 @@
 """Jobs: submit an sbatch script to a cluster, follow it, cancel or requeue it.
 
 A ``Job`` is a handle backed by the state store (it survives a kernel restart) whose live
-state comes from the cluster's one ``ClusterPoller``.
+state comes from the cluster's one ``ClusterPoller``. Jobs that others submitted (a terminal's
+``sbatch``, another user) are ``ForeignJob`` handles on what the poller's snapshot says; they
+are listed and acted on alike, but never recorded.
 """
 
 from __future__ import annotations
@@ -16,27 +18,38 @@ from typing import Any
 
 from ..backends import get_backend
 from ..exceptions import (
-    ClusterBusy, ClusterNotFound, CommandError, GtcError, JobNotFound, JobSubmitError, JobTimeout, SpecError,
+    ClusterBusy, ClusterNotFound, CommandError, GtcError, JobLogUnknown, JobNotFound, JobStateConflict, JobSubmitError,
+    JobTimeout, SpecError,
 )
-from ..slurm.parse import FINISHED_STATES, JobStatus
+from ..slurm.parse import FINISHED_STATES
 from ..spec.cluster import parse_cluster_spec
 from ..spec.job import option, parse_options, safe_name, sbatch_directives
-from ..slurm.commands import SlurmCommands
+from ..slurm.commands import SlurmCommands, state_refusal
 from ..state import ClusterRecord, JobRecord, Store
 from .clusters import RUNNING, ClusterService
 from ..metrics import progress
 from ..metrics.progress import Progress
 from .logs import LogFollower, tail_lines
 from .metrics import JobMetrics, as_table
-from .poller import ClusterPoller, JobView
+from .poller import ClusterPoller, JobView, Snapshot
 
 
 class Job:
-    """A submitted job (an array is one Job). Cheap to create; ask it for fresh state."""
+    """A job jupyter_gtc submitted (an array is one Job). Cheap to create; ask it for fresh state.
 
-    def __init__(self, record: JobRecord, service: "JobService"):
+    Its fields come from one view per poller tick: the poller's while it follows the job, else
+    the row the state store had when the handle was made. The view is read again only once
+    the poller has seen a change (``ClusterPoller.version``), so a listing of many jobs costs
+    no query per job and per field."""
+
+    managed = True  # submitted through jupyter_gtc: it has a job folder, the job contract, metrics
+
+    def __init__(self, record: JobRecord, service: "JobService", poller: ClusterPoller, seen: JobView | None = None):
         self._record = record
         self._service = service
+        self._poller = poller
+        self._seen = seen  # Slurm's view in the snapshot the handle came from: fresher than the row
+        self._cached: tuple[int, JobView] | None = None
 
     cluster = property(lambda self: self._record.cluster)
     id = property(lambda self: self._record.slurm_id)
@@ -44,65 +57,78 @@ class Job:
     job_dir = property(lambda self: Path(self._record.job_dir))
 
     @property
-    def _view(self) -> JobView | None:
-        return self._service.poller(self.cluster).view(self.id)
+    def _live(self) -> JobView:
+        version = self._poller.version  # before the read: a tick in between only re-reads next time
+        if self._cached is None or self._cached[0] != version:
+            self._cached = (version, self._poller.view(self.id) or self._recorded())
+        return self._cached[1]
 
-    @property
-    def state(self) -> str:
-        view = self._view
-        return view.state if view else self._record.state
+    def _recorded(self) -> JobView:
+        if self._seen is not None:
+            return self._seen
+        r = self._record
+        return JobView(r.slurm_id, r.state, r.exit_code, r.reason, r.nodes, r.start_time, r.end_time, 0, r.tasks,
+                       r.user or "", r.name, r.submitted_at)
 
-    @property
-    def exit_code(self) -> int | None:
-        view = self._view
-        return view.exit_code if view else self._record.exit_code
+    def _changed(self) -> None:
+        """An action of this handle: read the poller's view again, whatever its version."""
+        self._cached = None
 
-    @property
-    def tasks(self) -> dict[str, dict[str, Any]]:
-        view = self._view
-        return view.tasks if view else self._record.tasks
+    state = property(lambda self: self._live.state)
+    exit_code = property(lambda self: self._live.exit_code)
+    tasks = property(lambda self: self._live.tasks)
+    nodes = property(lambda self: self._live.nodes)
+    reason = property(lambda self: self._live.reason, doc="Why it waits (Resources, JobHeldUser, ...) when Slurm says.")
 
     @property
     def finished(self) -> bool:
-        return self.state in FINISHED_STATES
+        return self._live.finished
 
     @property
     def elapsed(self) -> float | None:
         """Seconds it has run (so far, or in all once finished); None before it starts."""
-        view = self._view
-        start, end = (view.start_time, view.end_time) if view else (self._record.start_time, self._record.end_time)
-        if start is None or start > time.time():  # a requeued job's start lies in the future
+        live = self._live
+        if live.start_time is None or live.start_time > time.time():  # a requeued job's start lies in the future
             return None
-        return (end or time.time()) - start
-
-    @property
-    def nodes(self) -> str:
-        view = self._view
-        return view.nodes if view else self._record.nodes
+        return (live.end_time or time.time()) - live.start_time
 
     @property
     def user(self) -> str | None:
         """The Slurm user it runs as (squeue's ``user_name``); None for jobs recorded before
         jupyter_gtc kept it."""
-        view = self._view
-        return (view.user if view else None) or self._record.user
+        return self._live.user or self._record.user
 
     @property
-    def log_path(self) -> Path:
-        """The batch script's output (for an array, its first task's)."""
+    def submitted_at(self) -> float:
+        return self._record.submitted_at
+
+    @property
+    def log_path(self) -> Path | None:
+        """The batch script's output (for an array, its first task's): in the job folder,
+        unless its ``--output`` sent it where Slurm says."""
         found = sorted(self.job_dir.glob(f"slurm-{self.id}*.out"))
-        return found[0] if found else self.job_dir / f"slurm-{self.id}.out"
+        if found:
+            return found[0]
+        said = self._live.log_path
+        return Path(said) if said and "%" not in said else self.job_dir / f"slurm-{self.id}.out"
+
+    def log_file(self) -> Path:
+        """``log_path``; ``JobLogUnknown`` where Slurm does not say where the job writes."""
+        path = self.log_path
+        if path is None:
+            raise JobLogUnknown(f"Slurm does not say where job {self.id} ({self.name}) writes its output: it "
+                                f"ended before this process saw it in the queue, and the completion file has no path")
+        return path
 
     def wait(self, timeout: float | None = None) -> "Job":
         """Block until the job has finished; raises ``JobTimeout`` after ``timeout`` seconds."""
-        view = self._service.poller(self.cluster).wait_for(self.id, lambda v: v.finished, timeout)
+        view = self._poller.wait_for(self.id, lambda v: v.finished, timeout)
         if view is None or not view.finished:
             raise JobTimeout(f"job {self.id} ({self.name}) is still {self.state} after {timeout} s")
         return self
 
     def wait_until_running(self, timeout: float | None = None) -> "Job":
-        view = self._service.poller(self.cluster).wait_for(
-            self.id, lambda v: v.state not in ("PENDING", "CONFIGURING"), timeout)
+        view = self._poller.wait_for(self.id, lambda v: v.state not in ("PENDING", "CONFIGURING"), timeout)
         if view is None or view.state in ("PENDING", "CONFIGURING"):
             raise JobTimeout(f"job {self.id} ({self.name}) has not started after {timeout} s")
         return self
@@ -110,12 +136,12 @@ class Job:
     def logs(self, tail: int | None = None) -> str:
         """The job's output so far; only the last ``tail`` lines when given."""
         if tail is not None:
-            return tail_lines(self.log_path, tail)
-        return LogFollower(self.log_path).read_new(limit=-1)
+            return tail_lines(self.log_file(), tail)
+        return LogFollower(self.log_file()).read_new(limit=-1)
 
     def follow(self) -> LogFollower:
         """An incremental reader of the log: each ``read_new()`` returns only what was added."""
-        return LogFollower(self.log_path)
+        return LogFollower(self.log_file())
 
     @property
     def model_dir(self) -> Path:
@@ -148,15 +174,16 @@ class Job:
     def metrics(self):
         """Every scalar the job has written so far: tag, step, wall_time, value (and run),
         as a pandas DataFrame where pandas is installed, else a list of ``Scalar``."""
-        tail = self._service.metrics_of(self)
+        tail = self.metrics_feed
         tail.refresh()
         return as_table(tail.all())
 
     def progress(self) -> Progress | None:
         """How far the job is, from a ``progress/total_steps`` scalar or tqdm lines in its log."""
-        tail = self._service.metrics_of(self)
+        tail = self.metrics_feed
         tail.refresh()
-        return progress.from_scalars(tail.all()) or progress.from_log(self.logs(tail=5))
+        log = self.logs(tail=5) if self.log_path is not None else ""
+        return progress.from_scalars(tail.all()) or progress.from_log(log)
 
     def plot(self, tags: list[str] | None = None):
         """A live plot of the job's scalars (one line per tag) that grows while it trains;
@@ -187,17 +214,89 @@ class Job:
         return self
 
     def refresh(self) -> "Job":
-        self._service.poller(self.cluster).watch(self.id)
+        self._poller.watch(self.id)
         return self
 
     def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "id": self.id, "name": self.name, "state": self.state,
-                "exit_code": self.exit_code, "nodes": self.nodes, "elapsed": self.elapsed, "user": self.user,
-                "job_dir": str(self.job_dir), "tasks": self.tasks, "submitted_at": self._record.submitted_at}
+        """What the REST routes, the change feed and ``gtc job list --json`` send (the
+        labextension's ``IJob``; tests/server/test_wire_types.py keeps the two alike)."""
+        live = self._live
+        log_path = self.log_path
+        return {"cluster": self.cluster, "id": self.id, "name": self.name, "state": live.state,
+                "exit_code": live.exit_code, "nodes": live.nodes, "elapsed": self.elapsed, "user": self.user,
+                "job_dir": None if self.job_dir is None else str(self.job_dir), "tasks": live.tasks,
+                "submitted_at": self.submitted_at, "reason": live.reason, "managed": self.managed,
+                "finished": live.finished, "log_path": None if log_path is None else str(log_path)}
 
     def __repr__(self) -> str:
         code = f", exit_code={self.exit_code}" if self.exit_code is not None else ""
-        return f"<Job {self.id} {self.name!r} on {self.cluster}: {self.state}{code}>"
+        mark = "" if self.managed else f", not ours: {self.user or 'unknown user'}"
+        return f"<Job {self.id} {self.name!r} on {self.cluster}: {self.state}{code}{mark}>"
+
+
+class ForeignJob(Job):
+    """A job on the cluster that jupyter_gtc did not submit (a terminal's ``sbatch``, another
+    user's), as Slurm knows it: from the poller's snapshot of the queue, or of the completion
+    file once slurmctld has forgotten it. It is not in the state store. Cancel, hold, release,
+    requeue and waiting work as on ours; it has no job folder, so no metrics, model or
+    checkpoints; its log is where Slurm says the job writes (while squeue reports it)."""
+
+    managed = False
+
+    def __init__(self, cluster: str, view: JobView, service: "JobService", poller: ClusterPoller):
+        record = JobRecord(cluster, view.slurm_id, view.name, view.state, "", user=view.user or None,
+                           submitted_at=view.submitted_at or 0.0)
+        super().__init__(record, service, poller, view)
+
+    def _recorded(self) -> JobView:
+        return self._poller.latest(self.id) or self._seen
+
+    job_dir = property(lambda self: None)
+    model_dir = checkpoint_dir = log_dir = hypertune_file = job_dir
+
+    @property
+    def log_path(self) -> Path | None:
+        """Where Slurm says the job writes; for a job only the completion file knows (it does not
+        say), sbatch's default file in the job's folder if the job wrote it (not an older job's
+        of the same id: a local cluster made again numbers from 1 again), else None."""
+        live = self._live
+        if live.log_path:
+            return Path(live.log_path)
+        if not live.work_dir:
+            return None
+        first = min(live.tasks, key=int, default=None)
+        name = f"slurm-{self.id}_{first}.out" if first is not None else f"slurm-{self.id}.out"
+        default = Path(live.work_dir) / name
+        try:
+            written = default.stat().st_mtime
+        except OSError:
+            return None
+        return default if live.start_time is not None and written >= live.start_time else None
+
+    @property
+    def metrics_feed(self) -> JobMetrics:
+        """A reader of nothing: the job has no log dir of ours (``AIP_TENSORBOARD_LOG_DIR``)."""
+        global _no_metrics
+        with _no_metrics_lock:
+            if _no_metrics is None:
+                _no_metrics = JobMetrics(Path(os.devnull) / "no-log-dir")  # a folder that cannot exist
+            return _no_metrics
+
+
+_no_metrics: JobMetrics | None = None
+_no_metrics_lock = threading.Lock()
+
+
+def _lookup(snapshot: Snapshot, ref: str) -> JobView | None:
+    """The job ``ref`` names in ``snapshot``: by id, else the newest of that name."""
+    if ref in snapshot.views:
+        return snapshot.views[ref]
+    named = [v for v in snapshot.views.values() if v.name == ref]
+    return max(named, key=lambda v: (v.submitted_at or 0.0, _numeric(v.slurm_id)), default=None)
+
+
+def _numeric(slurm_id: str) -> int:
+    return int(slurm_id) if slurm_id.isdigit() else 0
 
 
 def _current_user() -> str | None:
@@ -226,13 +325,17 @@ class JobService:
         self._metrics: dict[Path, JobMetrics] = {}
         self._lock = threading.Lock()
 
-    def poller(self, cluster: str) -> ClusterPoller:
+    def poller(self, cluster: str, record: ClusterRecord | None = None) -> ClusterPoller:
         """The process's one poller for ``cluster``: one per incarnation, since a cluster
-        deleted and created again under the same name numbers its jobs from 1 again."""
-        try:
-            incarnation = self.store.get_cluster(cluster).created_at
-        except ClusterNotFound:
-            incarnation = None
+        deleted and created again under the same name numbers its jobs from 1 again. (Given
+        the cluster's ``record``, no query.)"""
+        if record is not None:
+            incarnation = record.created_at
+        else:
+            try:
+                incarnation = self.store.get_cluster(cluster).created_at
+            except ClusterNotFound:
+                incarnation = None
         with self._lock:
             known = self._pollers.get(cluster)
             if known is None or known[0] != incarnation:
@@ -254,8 +357,10 @@ class JobService:
 
     def submit(self, cluster: str, script: str, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None,
-               job_dir: Path | None = None) -> Job:
+               job_dir: Path | None = None, default_name: str = "job") -> Job:
         """Submit ``script`` to ``cluster``; ``options`` (sbatch's) win over its #SBATCH lines.
+        Without a job name in either, the job is named ``default_name`` (a script file's name,
+        as sbatch names it).
 
         For callers that build on jobs (tuning): ``script_args`` reach the script as ``"$@"``
         (hyperparameter flags), ``env`` is added to the job contract's variables, and
@@ -270,7 +375,7 @@ class JobService:
         partitions = [p.id for p in spec.slurm.partitions]
         if partition is not None and partition not in partitions:
             raise SpecError("partition", partition, f"partitions of {cluster}: {', '.join(partitions)}")
-        name = option(pairs, "job-name") or "job"
+        name = option(pairs, "job-name") or default_name
         array = option(pairs, "array")
 
         job_dir = self._new_job_dir(cluster, name, job_dir)
@@ -287,30 +392,90 @@ class JobService:
             raise JobSubmitError(e.stderr.strip() or str(e), argv=e.argv) from None
         job = JobRecord(cluster, slurm_id, name, "PENDING", str(job_dir), options, user=_current_user())
         self.store.add_job(job)
-        self.poller(cluster).watch(slurm_id)
-        return Job(job, self)
+        poller = self.poller(cluster, record)
+        poller.watch(slurm_id)
+        return Job(job, self, poller)
 
     def get(self, ref: str, cluster: str | None = None) -> Job:
-        """A job by Slurm id or by name (the newest of that name)."""
+        """A job by Slurm id or by name (the newest of that name): ours from the state store,
+        else one that slurmctld or the completion file knows (a ``ForeignJob``)."""
         found = self.store.find_jobs(cluster=cluster, slurm_id=ref) or self.store.find_jobs(cluster=cluster, name=ref)
-        if not found:
+        if found:
+            job = Job(found[0], self, self.poller(found[0].cluster))
+        else:
+            job = self._find_foreign(ref, cluster)
+        if job is None:
             where = f" on {cluster}" if cluster else ""
-            raise JobNotFound(f"no job {ref!r}{where}; `gtc job list` shows the jobs jupyter_gtc knows")
-        job = Job(found[0], self)
-        if found[0].state not in FINISHED_STATES:
+            raise JobNotFound(f"no job {ref!r}{where}; `gtc job list` shows the jobs of every cluster")
+        if not job.finished:
             job.refresh()
         return job
 
-    def list(self, cluster: str | None = None) -> list[Job]:
-        jobs = [Job(r, self) for r in self.store.find_jobs(cluster=cluster)]
+    def list(self, cluster: str | None = None, foreign: bool = False) -> list[Job]:
+        """Jobs of ``cluster`` (or of every cluster), newest first: ours, all that the state
+        store holds; with ``foreign``, also the others that slurmctld knows (a terminal's
+        ``sbatch``, another user's) and finished ones the completion file recorded. Costs two
+        queries however many jobs, and with ``foreign`` waits for a poller tick when its last
+        snapshot is over a second old."""
+        records = self._clusters_named(cluster)
+        pollers = {r.name: self.poller(r.name, r) for r in records}
+        # The snapshots first: a job submitted through us meanwhile is then in the store, never
+        # taken for someone else's.
+        snapshots = {r.name: pollers[r.name].snapshot() for r in records if foreign and r.state == RUNNING}
+        jobs: list[Job] = []
+        ours: dict[str, set[str]] = {}
+        for r in self.store.find_jobs(cluster=cluster):
+            poller = pollers.get(r.cluster) or self.poller(r.cluster)
+            snapshot = snapshots.get(r.cluster)
+            seen = snapshot.views.get(r.slurm_id) if snapshot is not None and r.slurm_id in snapshot.queued else None
+            jobs.append(Job(r, self, poller, seen))
+            ours.setdefault(r.cluster, set()).add(r.slurm_id)
         for job in jobs:
             if job._record.state not in FINISHED_STATES:
                 job.refresh()
+        for name, snapshot in snapshots.items():
+            jobs += [ForeignJob(name, view, self, pollers[name]) for slurm_id, view in snapshot.views.items()
+                     if slurm_id not in ours.get(name, ())]
+        if snapshots:
+            jobs.sort(key=lambda j: (j.submitted_at or 0.0, _numeric(j.id)), reverse=True)
         return jobs
 
-    def queue(self, cluster: str) -> list[JobStatus]:
-        """Every job the cluster's slurmctld knows (anyone's, not only ours), in one squeue."""
-        return self._commands(cluster).queue()
+    def queue(self, cluster: str) -> list[Job]:
+        """Every job the cluster's slurmctld knows now (what ``squeue`` shows: anyone's,
+        finished ones for a while), newest first; ours as ``Job``, others as ``ForeignJob``."""
+        record = self.store.get_cluster(cluster)
+        poller = self.poller(cluster, record)
+        snapshot = poller.snapshot()
+        ours = {r.slurm_id: r for r in self.store.find_jobs(cluster=cluster)}
+        jobs = [Job(ours[i], self, poller, v) if i in ours else ForeignJob(cluster, v, self, poller)
+                for i, v in snapshot.views.items() if i in snapshot.queued]
+        return sorted(jobs, key=lambda j: (j.submitted_at or 0.0, _numeric(j.id)), reverse=True)
+
+    def _clusters_named(self, cluster: str | None) -> list[ClusterRecord]:
+        if cluster is None:
+            return self.store.list_clusters()
+        try:
+            return [self.store.get_cluster(cluster)]
+        except ClusterNotFound:
+            return []
+
+    def _find_foreign(self, ref: str, cluster: str | None) -> ForeignJob | None:
+        """A job we did not submit, by id or name, in the running clusters' snapshots: first as
+        of the last second, then (not found) as of a tick after this call."""
+        records = [r for r in self._clusters_named(cluster) if r.state == RUNNING]
+        for max_age in (1.0, 0.0):
+            hits = []
+            for record in records:
+                poller = self.poller(record.name, record)
+                view = _lookup(poller.snapshot(max_age), ref)
+                if view is not None:
+                    hits.append(ForeignJob(record.name, view, self, poller))
+            if len(hits) > 1:
+                raise GtcError(f"job {ref!r} is on several clusters ({', '.join(j.cluster for j in hits)}); "
+                               f"name one with --cluster")
+            if hits:
+                return hits[0]
+        return None
 
     def cancel(self, job: Job) -> None:
         self._commands(job.cluster).cancel([job.id])
@@ -318,25 +483,40 @@ class JobService:
 
     def requeue(self, job: Job) -> None:
         try:
-            self._commands(job.cluster).requeue(job.id)
+            self._act(job, "requeue")
         except CommandError as e:
             raise GtcError(f"job {job.id} cannot be requeued: {e.stderr.strip() or e}") from None
-        self._show_soon(job)
 
     def hold(self, job: Job) -> None:
-        """``scontrol hold``; a finished job cannot be held (``CommandError``)."""
-        self._commands(job.cluster).hold(job.id)
-        self._show_soon(job)
+        """``scontrol hold``; a finished job cannot be held (``JobStateConflict``)."""
+        self._act(job, "hold")
 
     def release(self, job: Job) -> None:
-        self._commands(job.cluster).release(job.id)
+        self._act(job, "release")
+
+    def _act(self, job: Job, action: str) -> None:
+        """``scontrol <action> <id>``. A refusal because of the job's state is the caller's
+        mistake: ``JobStateConflict``, with the state slurmctld has now (the poller's view may be
+        a tick behind, and the message must not contradict Slurm's reason)."""
+        commands = self._commands(job.cluster)
+        try:
+            getattr(commands, action)(job.id)
+        except CommandError as e:
+            reason = state_refusal(e)
+            if reason is None:
+                raise
+            try:
+                state = next((s.state for s in commands.queue() if s.job_id == job.id), job.state)
+            except CommandError:
+                state = job.state
+            raise JobStateConflict(job.id, job.name, state, action, reason) from None
         self._show_soon(job)
 
     def _show_soon(self, job: Job) -> None:
         """After an action: the job's new state (and reason) shows at the poller's next tick, at once."""
-        poller = self.poller(job.cluster)
-        poller.watch(job.id)
-        poller.poke()
+        job._changed()
+        job._poller.watch(job.id)
+        job._poller.poke()
 
     def _new_job_dir(self, cluster: str, name: str, chosen: Path | None = None) -> Path:
         if chosen is not None:
@@ -358,7 +538,7 @@ class JobService:
         return job_dir
 
     def _contract_env(self, cluster: str, job_dir: Path, spec) -> dict[str, str]:
-        """The Vertex AI job contract (DESIGN.md). CLOUD_ML_JOB_ID and the per-task parts of
+        """The Vertex AI job contract (README.md, "Jobs"). CLOUD_ML_JOB_ID and the per-task parts of
         CLUSTER_SPEC are set inside each task by the cluster's TaskProlog."""
         return {
             "AIP_MODEL_DIR": f"{job_dir}/model/",

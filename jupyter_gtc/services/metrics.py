@@ -5,54 +5,67 @@ never read twice and a new point reaches every consumer from the same read."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..metrics import Scalar
+from ..metrics.history import HistoryView, ScalarHistory
 from ..metrics.reader import MetricsReader
 from .listeners import Listeners
 
 
 class JobMetrics:
-    """All scalars a job has written so far, kept in memory and topped up by ``refresh``.
+    """All scalars a job has written so far, topped up by ``refresh``.
 
     Consumers subscribe rather than take ``refresh``'s result: whoever triggers a read,
-    every subscriber gets the new points, and a late subscriber first gets the backlog."""
+    every subscriber gets the new points, and a late subscriber first gets the backlog.
+
+    Memory stays bounded whatever the size of the log dir: the reader reads a page at a
+    time (``MetricsReader.pages``), each page goes to every subscriber and into the history,
+    which keeps 28 bytes a scalar and moves all but its newest rows to a temporary file
+    (``metrics.history``), and is then dropped."""
 
     def __init__(self, log_dir: Path, hypertune_file: Path | None = None):
         self._reader = MetricsReader(log_dir, hypertune_file)
-        self._scalars: list[Scalar] = []
+        self._history = ScalarHistory()
         self._listeners: Listeners[list[Scalar]] = Listeners("metrics")
         self._lock = threading.RLock()
 
-    def refresh(self) -> list[Scalar]:
-        """Read what was written since the last call, hand it to every subscriber, return it."""
+    def refresh(self, until: int | None = None) -> HistoryView:
+        """Read what was written since the last call, hand it to every subscriber (a page,
+        ~50,000 scalars, at a time), and return it (a view of the history). With ``until``,
+        stop once the history holds that many scalars: a caller that wants the scalars up
+        to a position need not wait for the whole catch-up of a big log dir."""
         with self._lock:
-            new = self._reader.read_new()
-            if new:
-                self._scalars.extend(new)
-                self._listeners.notify(new)  # under the lock: a new subscriber's backlog never misses these
-            return new
+            start = len(self._history)
+            if until is None or start < until:
+                for page in self._reader.pages():
+                    self._history.extend(page)
+                    self._listeners.notify(page)  # under the lock: a new subscriber's backlog never misses these
+                    if until is not None and len(self._history) >= until:
+                        break
+            return self._history.view(start)
 
     def subscribe(self, listener: Callable[[list[Scalar]], None]) -> Callable[[], None]:
-        """``listener(new_scalars)`` now with everything so far, then on every read that finds
-        more; returns a function that unsubscribes."""
+        """``listener(new_scalars)`` now with everything so far (in pages, for a long
+        history), then on every read that finds more; returns a function that unsubscribes."""
         with self._lock:
-            if self._scalars:
-                listener(list(self._scalars))
+            for page in self._history.view().pages():
+                listener(page)
             return self._listeners.add(listener)
 
-    def all(self) -> list[Scalar]:
-        with self._lock:
-            return list(self._scalars)
+    def all(self) -> Sequence[Scalar]:
+        """Every scalar read so far, in order: a snapshot that reads them from the history
+        on demand (``len``, index, slice, iteration), so it costs nothing until used."""
+        return self._history.view()
 
 
-def as_table(scalars: list[Scalar]):
+def as_table(scalars: Sequence[Scalar]):
     """A pandas DataFrame (tag, step, wall_time, value, run) where pandas is installed,
     else the list of scalars itself."""
     try:
         import pandas
     except ImportError:
-        return scalars
+        return list(scalars)
     return pandas.DataFrame([(s.tag, s.step, s.wall_time, s.value, s.run) for s in scalars],
                             columns=["tag", "step", "wall_time", "value", "run"])

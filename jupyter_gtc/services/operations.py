@@ -39,6 +39,7 @@ class Operation:
         self.cluster = cluster
         self.state = RUNNING
         self.message = ""             # the latest progress message
+        self.warnings: list[str] = [] # every progress message that was a warning ("warning: ..."), kept
         self.started_at = time.time()
         self.finished_at: float | None = None
         self.error: GtcError | None = None
@@ -62,7 +63,8 @@ class Operation:
         result = self.result
         return {
             "id": self.id, "action": self.action, "cluster": self.cluster, "state": self.state,
-            "message": self.message, "started_at": self.started_at, "finished_at": self.finished_at,
+            "message": self.message, "warnings": self.warnings,
+            "started_at": self.started_at, "finished_at": self.finished_at,
             "error": None if self.error is None else {"kind": self.error.kind, "message": str(self.error)},
             "result": result.to_json() if hasattr(result, "to_json") else None,
         }
@@ -127,6 +129,8 @@ class Operations:
 
     def _run(self, op: Operation, work: Callable, claimed: Any) -> None:
         def progress(message: str) -> None:
+            if message.startswith("warning: "):
+                op.warnings = [*op.warnings, message.removeprefix("warning: ")]
             op.message = message
             self._notify(op)
 

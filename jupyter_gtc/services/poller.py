@@ -5,8 +5,14 @@ many there are, and reads only the new lines of the cluster's job-completion fil
 that have left slurmctld's memory. Widgets, ``Job.wait()`` and the sidebar all read its
 snapshot or subscribe to its changes; none of them polls Slurm itself.
 
+The same tick also keeps a ``Snapshot`` of every job of the cluster, whoever submitted it (a
+terminal's ``sbatch``, another user): what squeue showed, and the newest finished jobs of the
+completion file. It is built only while someone lists jobs (``snapshot()``, which waits for a
+tick rather than running squeue itself, and keeps the poller ticking for ``linger`` seconds).
+
 Ticks are fast while watched jobs change and back off (up to ``max_interval``, or 1 s while
-a panel is subscribed) while nothing does. A failed poll is kept as ``warning`` and retried; it never raises.
+a panel is subscribed or jobs are listed) while nothing does. A failed poll is kept as ``warning``
+and retried; it never raises.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..exceptions import ClusterNotFound
@@ -41,10 +48,29 @@ class JobView:
     restart_count: int = 0
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)  # array task id -> {state, exit_code}
     user: str = ""  # the Slurm user it runs as
+    name: str = ""
+    submitted_at: float | None = None
+    log_path: str = ""  # where its batch script writes (an array's first task's), as Slurm says; "" unknown
+    work_dir: str = ""
 
     @property
     def finished(self) -> bool:
         return self.state in FINISHED_STATES
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every job of a cluster as of one tick, whoever submitted it."""
+
+    views: dict[str, JobView]  # by the id a user submitted
+    queued: frozenset[str]     # those slurmctld knows (squeue showed); the rest only the completion file
+    taken_at: float            # time.monotonic() as the tick began
+
+
+EMPTY = Snapshot({}, frozenset(), float("-inf"))
+# Finished jobs of the completion file kept for snapshots (the newest ones): all a local
+# cluster has run is in that file, read from its start by each process.
+FINISHED_KEPT = 500
 
 
 # Called from the poller's thread after every tick with the jobs that changed (maybe none),
@@ -54,18 +80,25 @@ Listener = Callable[[list[JobView]], None]
 
 class ClusterPoller:
     def __init__(self, cluster: str, commands: Callable[[], SlurmCommands], store: Store,
-                 interval: float = 0.5, max_interval: float = 5.0):
+                 interval: float = 0.5, max_interval: float = 5.0, linger: float = 5.0):
         self.cluster = cluster
         self._commands = commands
         self.store = store
-        self.interval, self.max_interval = interval, max_interval
+        self.interval, self.max_interval, self.linger = interval, max_interval, linger
         self.warning: str | None = None
         self.ticks = 0
+        # Counts the ticks that changed a view or the snapshot: a job handle reads its state
+        # once per version (services/jobs.py), not on every property.
+        self.version = 0
         self._views: dict[str, JobView] = {}
         self._watched: set[str] = set()
         # Completion-log lines of watched jobs, kept until the job's view is finished: the line
         # can be read while squeue still shows the job COMPLETING, and is read only once.
         self._ended: dict[str, list[JobStatus]] = {}
+        self._finished: OrderedDict[str, list[JobStatus]] = OrderedDict()  # completion lines, newest last
+        self._snapshot = EMPTY
+        self._wanted_until = 0.0   # time.monotonic() until which ticks build the snapshot
+        self._last_tick_began = float("-inf")  # of the last tick that ended
         self._listeners: Listeners[list[JobView]] = Listeners("poller")
         self._jobcomp_offset = 0
         self._changed = threading.Condition()
@@ -81,8 +114,33 @@ class ClusterPoller:
         self._ensure_thread()
 
     def view(self, slurm_id: str) -> JobView | None:
+        """The job as of the last tick, while this poller follows it (``watch``)."""
         with self._changed:
             return self._views.get(slurm_id)
+
+    def latest(self, slurm_id: str) -> JobView | None:
+        """``view``, else the job as the last snapshot had it."""
+        with self._changed:
+            return self._views.get(slurm_id) or self._snapshot.views.get(slurm_id)
+
+    def snapshot(self, max_age: float = 1.0, timeout: float = 10.0) -> Snapshot:
+        """Every job of the cluster as of a tick that began at most ``max_age`` seconds ago
+        (0: after this call), waiting for the poller's next tick when the last is older; the
+        tick's one squeue serves every caller. Until ``linger`` seconds after the last call,
+        ticks go on building it. A failed tick, or ``timeout``, returns the last one (or an
+        empty snapshot; ``warning`` says why)."""
+        asked = time.monotonic()
+        with self._changed:
+            self._wanted_until = max(self._wanted_until, asked + self.linger)
+            if asked - self._snapshot.taken_at <= max_age:
+                return self._snapshot
+        self._wake.set()
+        self._ensure_thread()
+        deadline = asked + timeout
+        with self._changed:
+            while self._last_tick_began < asked and time.monotonic() < deadline:
+                self._changed.wait(timeout=max(0.0, deadline - time.monotonic()))
+            return self._snapshot
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(changed_views)`` from the poller's thread after every tick; returns
@@ -103,6 +161,12 @@ class ClusterPoller:
                     return view
                 self._changed.wait(timeout=remaining if remaining is not None else 1.0)
 
+    @property
+    def running(self) -> bool:
+        """Whether its thread ticks (while it watches jobs, or jobs were listed ``linger`` s ago)."""
+        with self._changed:
+            return self._thread is not None
+
     def poke(self) -> None:
         """Tick now (after a cancel or requeue, so the change shows at once)."""
         self._wake.set()
@@ -119,19 +183,31 @@ class ClusterPoller:
         delay = self.interval
         while True:
             with self._changed:
-                if not self._watched:
+                listing = time.monotonic() < self._wanted_until
+                if not self._watched and not listing:
                     self._thread = None
                     return
             changed = self.tick()
-            # Open panels read new log lines on each tick: with any subscribed, back off to 1 s only.
-            ceiling = min(self.max_interval, 1.0) if self._listeners else self.max_interval
+            # Open panels read new log lines on each tick, and a sidebar lists jobs each second:
+            # with any subscribed or listing, back off to 1 s only.
+            ceiling = min(self.max_interval, 1.0) if self._listeners or listing else self.max_interval
             delay = self.interval if changed else min(delay * 1.5, ceiling)
             self._wake.wait(delay)
             self._wake.clear()
 
     def tick(self) -> bool:
-        """One poll of Slurm for every watched job; returns whether any job changed."""
+        """One poll of Slurm for every watched job (and, while jobs are listed, the snapshot of
+        all of them); returns whether any job changed."""
+        began = time.monotonic()
         self.ticks += 1
+        try:
+            return self._poll(began)
+        finally:
+            with self._changed:
+                self._last_tick_began = began
+                self._changed.notify_all()
+
+    def _poll(self, began: float) -> bool:
         try:
             commands = self._commands()
             queue = commands.queue()
@@ -140,6 +216,8 @@ class ClusterPoller:
             with self._changed:  # the cluster was deleted: its jobs are gone with it
                 self._watched.clear()
                 self._ended.clear()
+                self._finished.clear()
+                self._snapshot = EMPTY
             return False
         except Exception as e:  # noqa: BLE001 - a failed poll is a warning, retried next tick
             self.warning = f"could not poll {self.cluster}: {e}"
@@ -150,14 +228,20 @@ class ClusterPoller:
         queued: dict[str, list[JobStatus]] = {}
         for status in queue:
             queued.setdefault(status.parent_id, []).append(status)
-        changed = []
+        changed: list[JobView] = []
         with self._changed:
             for status in finished:
                 if status.parent_id in self._watched:
                     self._ended.setdefault(status.parent_id, []).append(status)
+                self._finished.setdefault(status.parent_id, []).append(status)
+                self._finished.move_to_end(status.parent_id)
+            while len(self._finished) > FINISHED_KEPT:
+                self._finished.popitem(last=False)
             for slurm_id in list(self._watched):
-                # The queue last: slurmctld's view wins while it has one.
-                statuses = self._ended.get(slurm_id, []) + queued.get(slurm_id, [])
+                # The queue last: slurmctld's view wins while it has one. (A job watched after
+                # its completion line was read finds it among the kept ones.)
+                ended = self._ended.get(slurm_id) or self._finished.get(slurm_id, [])
+                statuses = ended + queued.get(slurm_id, [])
                 if not statuses:
                     continue
                 view = _aggregate(slurm_id, statuses)
@@ -167,13 +251,32 @@ class ClusterPoller:
                 if view.finished:
                     self._watched.discard(slurm_id)
                     self._ended.pop(slurm_id, None)
+            seen = self._take_snapshot(queued, began) if began < self._wanted_until else []
+            if changed or seen:
+                self.version += 1
         for view in changed:
             self.store.update_job(self.cluster, view.slurm_id, state=view.state, exit_code=view.exit_code,
                                   tasks=view.tasks, reason=view.reason, nodes=view.nodes,
                                   start_time=view.start_time, end_time=view.end_time,
                                   **({"user": view.user} if view.user else {}))
-        self._notify(changed)
+        ids = {v.slurm_id for v in changed}
+        self._notify(changed + [v for v in seen if v.slurm_id not in ids])
         return bool(changed)
+
+    def _take_snapshot(self, queued: dict[str, list[JobStatus]], began: float) -> list[JobView]:
+        """Replace the snapshot with this tick's (under the lock); returns the views that changed."""
+        before = self._snapshot.views
+        views, seen = {}, []
+        for slurm_id in [*self._finished, *(i for i in queued if i not in self._finished)]:
+            view = _aggregate(slurm_id, self._finished.get(slurm_id, []) + queued.get(slurm_id, []))
+            old = before.get(slurm_id)
+            if not view.log_path and old is not None and old.log_path:
+                view = replace(view, log_path=old.log_path)  # the completion file does not say; squeue did
+            views[slurm_id] = view
+            if view != old:
+                seen.append(view)
+        self._snapshot = Snapshot(views, frozenset(queued), began)
+        return seen
 
     def _notify(self, changed: list[JobView]) -> None:
         with self._changed:
@@ -191,7 +294,7 @@ def _aggregate(slurm_id: str, statuses: list[JobStatus]) -> JobView:
     if not tasks:
         s = latest.get(slurm_id) or next(iter(latest.values()))
         return JobView(slurm_id, s.state, s.exit_code, s.reason, s.nodes, s.start_time, s.end_time, s.restart_count,
-                       user=s.user)
+                       user=s.user, name=s.name, submitted_at=s.submit_time, log_path=s.log_path, work_dir=s.work_dir)
     pending_rest = latest.get(slurm_id)  # the array's not-yet-started tasks, if any
     states = [t["state"] for t in tasks.values()] + ([pending_rest.state] if pending_rest else [])
     if any(st in ("RUNNING", "COMPLETING") for st in states):
@@ -208,6 +311,11 @@ def _aggregate(slurm_id: str, statuses: list[JobStatus]) -> JobView:
     nodes = ",".join(sorted({s.nodes for s in latest.values() if s.nodes}))
     starts = [s.start_time for s in latest.values() if s.start_time]
     ends = [s.end_time for s in latest.values() if s.end_time]
+    first = min((s for s in latest.values() if s.array_task_id is not None), key=lambda s: s.array_task_id)
+    submits = [s.submit_time for s in latest.values() if s.submit_time]
     return JobView(slurm_id, state, exit_code, None, nodes, min(starts, default=None),
                    max(ends, default=None) if state in FINISHED_STATES else None, 0, tasks,
-                   user=next((s.user for s in latest.values() if s.user), ""))
+                   user=next((s.user for s in latest.values() if s.user), ""),
+                   name=next((s.name for s in latest.values() if s.name), ""), submitted_at=min(submits, default=None),
+                   log_path=first.log_path or next((s.log_path for s in latest.values() if s.log_path), ""),
+                   work_dir=first.work_dir)

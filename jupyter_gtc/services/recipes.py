@@ -9,15 +9,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..exceptions import GtcError
-from ..recipes.catalogue import get_recipe, recipe_args, render_sbatch
+from ..exceptions import RecipeOutputMissing
+from ..recipes.catalogue import RECIPES, get_recipe, recipe_args, render_sbatch
 from .jobs import Job, JobService
 
 FINISHED_MARKER = "recipe.json"
 
-
-class RecipeOutputMissing(GtcError):
-    """No finished run of the recipe whose model another recipe starts from."""
+__all__ = ["FINISHED_MARKER", "RecipeOutputMissing", "recipe_output", "run_recipe"]
 
 
 def run_recipe(jobs: JobService, name: str, cluster: str, config: str = "tiny", *, nodes: int | None = None,
@@ -25,7 +23,11 @@ def run_recipe(jobs: JobService, name: str, cluster: str, config: str = "tiny", 
     recipe = get_recipe(name)
     chosen = recipe.config(config)
     if init_from is None and recipe.consumes:
-        init_from = str(recipe_output(jobs, recipe.consumes, cluster))
+        try:
+            init_from = str(recipe_output(jobs, recipe.consumes, cluster))
+        except RecipeOutputMissing as e:
+            raise RecipeOutputMissing(f"{name} starts from the model of {recipe.consumes}: {e} (or give "
+                                      "init_from, --init-from in the CLI: a model folder or a job id)") from None
     elif init_from is not None and not Path(init_from).exists():
         init_from = str(recipe_output(jobs, init_from, cluster))  # a job id or a recipe name
     # Jobs run this Python (its torch and transformers) unless the cluster's nodes set GTC_PYTHON.
@@ -35,18 +37,36 @@ def run_recipe(jobs: JobService, name: str, cluster: str, config: str = "tiny", 
 
 
 def recipe_output(jobs: JobService, ref: str, cluster: str | None = None) -> Path:
-    """The model folder of job ``ref``, or of the newest run of recipe ``ref`` that finished one."""
+    """The model folder of job ``ref``, or of the newest run of recipe ``ref`` that finished one.
+    Never an empty or unfinished folder: without one, ``RecipeOutputMissing`` says which recipe
+    to run first (or what became of its last run)."""
     candidates = [j for j in jobs.list(cluster) if j.name == ref or j.id == ref]
     for job in candidates:
         model = job.model_dir
-        if (model / FINISHED_MARKER).exists():
+        # A record without a folder would make ``model`` relative: the current directory's.
+        if job.job_dir.is_absolute() and (model / FINISHED_MARKER).exists():
             return model
     if candidates:
         newest = candidates[0]
+        if not newest.finished:
+            raise RecipeOutputMissing(
+                f"job {newest.id} ({newest.name}) is {newest.state} and has not finished its model in "
+                f"{newest.model_dir} yet; wait for it (job.wait()), or see `gtc job logs {newest.id}`")
+        again = f"run it again: {_how_to_run(newest.name, cluster)}" if newest.name in RECIPES else "submit it again"
         raise RecipeOutputMissing(
-            f"job {newest.id} ({ref}) is {newest.state} and left no finished model in {newest.model_dir}; "
-            f"wait for it, or see `gtc job logs {newest.id}`")
+            f"job {newest.id} ({newest.name}) is {newest.state} and left no finished model in {newest.model_dir}; "
+            f"see `gtc job logs {newest.id}`, then {again}")
     where = f" on {cluster}" if cluster else ""
+    if ref not in RECIPES:
+        raise RecipeOutputMissing(f"no job or recipe named {ref!r}{where}; give a job id, a model folder or "
+                                  f"one of the recipes: {', '.join(RECIPES)}")
     raise RecipeOutputMissing(f"no run of {ref!r}{where} has finished a model yet; run it first: "
-                              f"`gtc recipe run {ref} --cluster CLUSTER` (or pass --init-from PATH)")
+                              f"{_how_to_run(ref, cluster)}")
+
+
+def _how_to_run(recipe: str, cluster: str | None) -> str:
+    """How to run ``recipe`` (a catalogue name): the CLI verb, the api call and its notebook."""
+    name = cluster or "CLUSTER"
+    return (f"`gtc recipe run {recipe} --cluster {name}` or `api.run_recipe({recipe!r}, {name!r}).wait()`, "
+            f"as notebooks/recipes/{RECIPES[recipe].notebook} does")
 

@@ -1,9 +1,11 @@
 """A real TensorBoard on a job's log dir: one per log dir per process, on a free port,
-stopped when the process exits (or on request)."""
+stopped when the process exits (or on request), and ending by itself if this process is
+killed without a chance to stop it."""
 
 from __future__ import annotations
 
 import atexit
+import os
 import signal
 import sys
 import threading
@@ -20,6 +22,24 @@ from ..exceptions import GtcError
 
 _running: dict[Path, "TensorBoard"] = {}
 _lock = threading.Lock()
+
+# What the TensorBoard process runs: ``python -m tensorboard.main`` after two safeguards.
+# Ctrl-C ends it again even when it inherited SIGINT ignored (its parent runs in a background
+# job; for SIGTERM, TensorBoard sets a handler of its own). And it ends when its parent is
+# gone: a kernel or `gtc job tensorboard` killed outright (SIGKILL, a hang-up) runs no
+# clean-up, and the orphaned TensorBoard used to run on with nobody left to stop it.
+_LAUNCHER = """\
+import os, runpy, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+parent = int(sys.argv.pop(1))
+def end_with_parent():
+    while os.getppid() == parent:
+        time.sleep(1)
+    os.kill(os.getpid(), signal.SIGTERM)
+threading.Thread(target=end_with_parent, name="end-with-parent", daemon=True).start()
+sys.argv[0] = "tensorboard"
+runpy.run_module("tensorboard.main", run_name="__main__", alter_sys=True)
+"""
 
 
 @dataclass
@@ -61,7 +81,8 @@ class TensorBoard:
 
 def start(log_dir: Path, timeout: float = 90) -> TensorBoard:
     """TensorBoard for ``log_dir``: the one this process started already, or a new one once
-    it answers HTTP. It lives in this process's group, so it dies with the kernel."""
+    it answers HTTP. It is stopped when this process exits, and ends by itself if this
+    process is killed outright (a kernel restarted, SIGKILL)."""
     log_dir = Path(log_dir)
     with _lock:
         existing = _running.get(log_dir)
@@ -70,7 +91,7 @@ def start(log_dir: Path, timeout: float = 90) -> TensorBoard:
         port = free_ports(1, "127.0.0.1")[0]
         out = log_dir.parent / "tensorboard.out"
         pid = _process.start_daemon(
-            [sys.executable, "-m", "tensorboard.main", "--logdir", str(log_dir), "--host", "127.0.0.1",
+            [sys.executable, "-c", _LAUNCHER, str(os.getpid()), "--logdir", str(log_dir), "--host", "127.0.0.1",
              "--port", str(port), "--reload_interval", "2"], log_file=out, detach=False)
         board = _running[log_dir] = TensorBoard(log_dir, port, pid)
     deadline = time.monotonic() + timeout

@@ -8,7 +8,30 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import _process
+from ..exceptions import CommandError
 from .parse import JobStatus, NodeStatus, parse_jobcomp, parse_scontrol_nodes, parse_squeue_json
+
+# What slurmctld answers (its slurm_errno.c) when a job action does not fit the job's state or
+# kind: the request's mistake, not Slurm failing. scontrol prints it, then "for job N".
+STATE_REFUSALS = (
+    "Job is pending execution",
+    "Job is no longer pending execution",
+    "Job has already finished",
+    "Job/step already completing or completed",
+    "Job has already started",
+    "Job is not running",
+    "Job is not pending nor running",
+    "Job is not suspended",
+    "Job is not finished",
+    "Job is current suspended, requested operation disabled",
+    "Job can not be altered now, try again later",
+    "Only batch jobs are accepted or processed",
+)
+
+
+def state_refusal(error: CommandError) -> str | None:
+    """Slurm's reason when ``error`` is a refusal because of the job's state, else None."""
+    return next((reason for reason in STATE_REFUSALS if reason in error.stderr), None)
 
 
 class SlurmCommands:

@@ -151,6 +151,9 @@ class JobStatus:
     end_time: float | None = None
     restart_count: int = 0
     user: str = ""               # the Slurm user who submitted it (its uid's name)
+    submit_time: float | None = None
+    log_path: str = ""           # where the batch script's output goes, as Slurm says (expanded); "" unknown
+    work_dir: str = ""           # the folder it runs in (sbatch's --chdir, else where it was submitted)
 
     @property
     def finished(self) -> bool:
@@ -180,6 +183,11 @@ def parse_squeue_json(text: str) -> list[JobStatus]:
         is_task = bool(array_job) and array_task is not None
         state = j.get("job_state")
         state = state[0] if isinstance(state, list) else state
+        log_path = expand_output_path(
+            j.get("standard_output") or "", work_dir=j.get("current_working_directory") or "",
+            job_id=str(j["job_id"]), array_job_id=str(array_job) if is_task else None,
+            array_task_id=array_task if is_task else None, user=j.get("user_name") or "",
+            name=j.get("name") or "", node=j.get("batch_host") or "")
         jobs.append(JobStatus(
             job_id=f"{array_job}_{array_task}" if is_task else str(j["job_id"]),
             state=state or "UNKNOWN",
@@ -193,6 +201,9 @@ def parse_squeue_json(text: str) -> list[JobStatus]:
             end_time=_time(j.get("end_time")) if state in FINISHED_STATES else None,
             restart_count=_number(j.get("restart_cnt")) or 0,
             user=j.get("user_name") or "",
+            submit_time=_time(j.get("submit_time")),
+            log_path=log_path,
+            work_dir=j.get("current_working_directory") or "",
         ))
     return jobs
 
@@ -219,8 +230,44 @@ def parse_jobcomp(text: str) -> list[JobStatus]:
             start_time=_iso(kv.get("StartTime"), datetime),
             end_time=_iso(kv.get("EndTime"), datetime),
             user=kv.get("UserId", "").partition("(")[0],  # "root(0)"
+            submit_time=_iso(kv.get("SubmitTime"), datetime),
+            work_dir=kv.get("WorkDir", ""),  # jobcomp/filetxt does not record StdOut
         ))
     return jobs
+
+
+# sbatch's filename pattern letters (``man sbatch``, "filename pattern") that a batch
+# script's output path can hold; %n and %t (node and task number) are 0 for the batch script.
+_PATTERN = re.compile(r"%(\d*)([%AajJNntux])")
+
+
+def expand_output_path(pattern: str, *, work_dir: str, job_id: str, array_job_id: str | None = None,
+                       array_task_id: int | None = None, user: str = "", name: str = "", node: str = "") -> str:
+    """Where a batch job's output goes, from what ``squeue --json`` (22.05) reports: its
+    ``standard_output`` is the pattern as given (``out-%x-%j.log``), or empty for sbatch's
+    default (``slurm-%j.out``; ``slurm-%A_%a.out`` for an array task), relative to the job's
+    working directory. Letters whose value is not known yet (%N before the job has a node)
+    are left as they are. A pattern with a backslash is taken literally, less the backslashes."""
+    is_task = array_job_id is not None and array_task_id is not None
+    if not pattern:
+        pattern = "slurm-%A_%a.out" if is_task else "slurm-%j.out"
+    if not pattern.startswith("/") and work_dir:
+        pattern = f"{work_dir.rstrip('/')}/{pattern}"
+    if "\\" in pattern:
+        return pattern.replace("\\", "")
+    no_val = "4294967294"  # Slurm's NO_VAL: what slurmstepd writes for %a of a job that is no array
+    values = {"%": "%", "j": job_id, "J": job_id, "A": array_job_id if is_task else job_id,
+              "a": str(array_task_id) if is_task else no_val, "u": user, "x": name, "N": node.split(".")[0],
+              "n": "0", "t": "0"}
+
+    def substitute(m: re.Match) -> str:
+        width, letter = m.groups()
+        value = values.get(letter)
+        if not value:
+            return m.group(0)
+        return value.zfill(int(width)) if width and value.isdigit() else value
+
+    return _PATTERN.sub(substitute, pattern)
 
 
 def _number(value):

@@ -10,6 +10,7 @@ parses is safe to provision from.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from enum import Enum
 from pathlib import Path
@@ -22,9 +23,9 @@ from ..exceptions import SpecError, SpecErrors
 from . import machines
 
 # Vertex: lowercase letters, digits and hyphens, starting with a letter, at most 10 chars.
-DISPLAY_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,9}$")
+DISPLAY_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,9}")  # fullmatch: `$` alone lets "abc\n" through
 # Pool and partition ids become Slurm node and partition names (and file names).
-ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+ID_RE = re.compile(r"[a-z][a-z0-9-]{0,30}")
 ID_RULE = "use lowercase letters, digits and hyphens, starting with a letter, at most 31 characters"
 
 
@@ -59,12 +60,13 @@ class BootDisk(_Model):
 
 
 class Filestore(_Model):
-    filestore: str
+    filestore: str = Field(min_length=1)
+    """The instance's resource name (``projects/P/locations/Z/instances/I``)."""
     mount_path: str | None = None
 
 
 class Lustre(_Model):
-    lustre: str
+    lustre: str = Field(min_length=1)
     mount_path: str | None = None
 
 
@@ -97,14 +99,54 @@ class Partition(_Model):
     node_pool_ids: list[str] = Field(min_length=1)
 
 
+# Slurm's own spelling of a time (PreemptExemptTime): minutes, minutes:seconds,
+# hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds.
+SLURM_TIME_RE = re.compile(r"(\d+-)?\d+(:\d+){0,2}")
+PREEMPT_MODES = ("OFF", "CANCEL", "GANG", "REQUEUE", "SUSPEND", "WITHIN")
+_TRES_WEIGHTS = r"^[A-Za-z][A-Za-z0-9/:_-]*=\d+(,[A-Za-z][A-Za-z0-9/:_-]*=\d+)*$"  # CPU=1000,GRES/gpu=3000
+
+
+class Scheduling(_Model):
+    """Vertex's ``slurm_spec.scheduling``: a fixed set of slurm.conf parameters, each named
+    as slurm.conf names it in snake_case (``priority_weight_age`` is ``PriorityWeightAge``)."""
+
+    priority_type: Literal["priority/basic", "priority/multifactor"] | None = None
+    priority_weight_age: int | None = Field(default=None, ge=0)
+    priority_weight_assoc: int | None = Field(default=None, ge=0)
+    priority_weight_fairshare: int | None = Field(default=None, ge=0)
+    priority_weight_job_size: int | None = Field(default=None, ge=0)
+    priority_weight_partition: int | None = Field(default=None, ge=0)
+    priority_weight_qos: int | None = Field(default=None, ge=0)
+    priority_weight_tres: str | None = Field(default=None, pattern=_TRES_WEIGHTS)
+    """``CPU=1000,Mem=2000,GRES/gpu=3000``."""
+    preempt_type: Literal["preempt/none", "preempt/partition_prio", "preempt/qos"] | None = None
+    preempt_mode: str | None = None
+    """Comma-separated: OFF, CANCEL, GANG, REQUEUE, SUSPEND, WITHIN (``SUSPEND,GANG``)."""
+    preempt_exempt_time: str | None = None
+    """In Slurm's time format (``30``, ``1:00:00``, ``1-0``)."""
+
+    def slurm_conf(self) -> dict[str, str]:
+        """The slurm.conf lines these settings are: ``{"PriorityType": "priority/multifactor", ...}``."""
+        out = {}
+        for field, value in self.model_dump(exclude_none=True).items():
+            name = _SLURM_CONF_NAMES.get(field) or "".join(w.capitalize() for w in field.split("_"))
+            out[name] = value.upper() if field == "preempt_mode" else str(value)
+        return out
+
+
+# Where capitalizing each word of the field's name does not give slurm.conf's spelling.
+_SLURM_CONF_NAMES = {"priority_weight_qos": "PriorityWeightQOS", "priority_weight_tres": "PriorityWeightTRES"}
+
+
 class SlurmSpec(_Model):
     partitions: list[Partition] = Field(min_length=1)
     login_node_pool_id: str | None = None
-    home_directory_storage: str | None = None
+    home_directory_storage: str | None = Field(default=None, min_length=1)
+    """A Filestore (or Lustre) instance's resource name, mounted at /home on every node."""
     prolog_bash_scripts: list[str] = []
     epilog_bash_scripts: list[str] = []
     accounting: dict[str, Any] | None = None
-    scheduling: dict[str, Any] | None = None
+    scheduling: Scheduling | None = None
 
 
 class OrchestratorSpec(_Model):
@@ -223,7 +265,7 @@ def parse_cluster_spec(data: Any, display_name: str | None = None) -> ClusterSpe
 def _check_semantics(spec: ClusterSpec) -> list[SpecError]:
     """Rules that involve a catalogue or more than one field."""
     errors: list[SpecError] = []
-    if not DISPLAY_NAME_RE.match(spec.display_name):
+    if not DISPLAY_NAME_RE.fullmatch(spec.display_name):
         errors.append(SpecError("display_name", spec.display_name,
                                 "use 1 to 10 lowercase letters, digits or hyphens, starting with a letter"))
     pool_ids = [p.id for p in spec.node_pools]
@@ -251,6 +293,43 @@ def _check_semantics(spec: ClusterSpec) -> list[SpecError]:
             elif pool_id == login:
                 errors.append(SpecError(f"{where}.node_pool_ids[{j}]", pool_id,
                                         "the login pool runs no jobs; list only compute pools in partitions"))
+    errors += _check_storage(spec)
+    errors += _check_scheduling(slurm.scheduling)
+    return errors
+
+
+def _check_storage(spec: ClusterSpec) -> list[SpecError]:
+    """Mount paths are absolute, normalized folders other than /, one storage per path on a pool."""
+    errors = []
+    for i, pool in enumerate(spec.node_pools):
+        seen = {"/home": "orchestrator_spec.slurm_spec.home_directory_storage"} if spec.slurm.home_directory_storage else {}
+        for kind, items in (("filestores", pool.filestores), ("lustres", pool.lustres)):
+            for j, item in enumerate(items):
+                path, where = item.mount_path, f"node_pools[{i}].{kind}[{j}].mount_path"
+                if path is None:
+                    continue
+                if not path.startswith("/") or posixpath.normpath(path) != path or path == "/":
+                    errors.append(SpecError(where, path, "an absolute path of a folder other than /, without "
+                                                         "'.', '..', '//' or a trailing '/' (e.g. /mnt/data)"))
+                elif path in seen:
+                    errors.append(SpecError(where, path, f"{seen[path]} is mounted there already; "
+                                                         "give each storage of a pool its own mount path"))
+                seen.setdefault(path, where)
+    return errors
+
+
+def _check_scheduling(scheduling: Scheduling | None) -> list[SpecError]:
+    if scheduling is None:
+        return []
+    errors, where = [], "orchestrator_spec.slurm_spec.scheduling"
+    mode = scheduling.preempt_mode
+    if mode is not None and not all(m.upper() in PREEMPT_MODES for m in mode.split(",")):
+        errors.append(SpecError(f"{where}.preempt_mode", mode,
+                                f"comma-separated modes from {', '.join(PREEMPT_MODES)} (e.g. REQUEUE or SUSPEND,GANG)"))
+    exempt = scheduling.preempt_exempt_time
+    if exempt is not None and not SLURM_TIME_RE.fullmatch(exempt):
+        errors.append(SpecError(f"{where}.preempt_exempt_time", exempt,
+                                "a time as Slurm writes it: minutes, [hours:]minutes:seconds or days-hours[:minutes[:seconds]]"))
     return errors
 
 
@@ -258,7 +337,7 @@ def _check_ids(ids: list[str], where: str, kind: str) -> list[SpecError]:
     """Ids become Slurm names and file names: each must be well formed and unique."""
     errors, seen = [], set()
     for i, id_ in enumerate(ids):
-        if not ID_RE.match(id_):
+        if not ID_RE.fullmatch(id_):
             errors.append(SpecError(f"{where}[{i}].id", id_, ID_RULE))
         if id_ in seen:
             errors.append(SpecError(f"{where}[{i}].id", id_, f"{kind} ids must be unique"))

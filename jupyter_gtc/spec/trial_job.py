@@ -11,7 +11,11 @@ from typing import Any
 from pydantic.alias_generators import to_camel
 
 from ..exceptions import SpecError
+from ..slurm.srun import split_srun
 from .job import option, parse_options, sbatch_directives
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # with fullmatch: `$` would let "A\n" through
+
 
 def _get(data: dict[str, Any], snake: str, default: Any = None) -> Any:
     return data.get(snake, data.get(to_camel(snake), default))
@@ -32,18 +36,22 @@ def script_from_worker_pools(job_spec: dict[str, Any]) -> str:
     container, package = _get(first, "container_spec"), _get(first, "python_package_spec")
     if isinstance(container, dict) and (_get(container, "command") or _get(container, "args")):
         argv = [*(_get(container, "command") or []), *(_get(container, "args") or [])]
-        env = _get(container, "env") or []
+        env, env_field = _get(container, "env") or [], f"{where}[0].container_spec.env"
     elif isinstance(package, dict) and _get(package, "python_module"):
         argv = ["python3", "-m", _get(package, "python_module"), *(_get(package, "args") or [])]
-        env = _get(package, "env") or []
+        env, env_field = _get(package, "env") or [], f"{where}[0].python_package_spec.env"
     else:
         raise SpecError(f"{where}[0]", first, "a container_spec with command/args, or a python_package_spec "
                         "with python_module")
     lines = ["#!/bin/bash", f"#SBATCH --nodes={nodes}"]
     if gpus:
         lines.append(f"#SBATCH --gpus-per-node={gpus}")
-    lines += [f"export {_get(e, 'name')}={shlex.quote(str(_get(e, 'value', '')))}" for e in env
-              if isinstance(e, dict) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(_get(e, "name", "")))]
+    for i, e in enumerate(env):
+        name = _get(e, "name") if isinstance(e, dict) else None
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise SpecError(f"{env_field}[{i}].name", name, "an environment variable name: letters, digits "
+                            "and _, not starting with a digit")
+        lines.append(f"export {name}={shlex.quote(str(_get(e, 'value', '')))}")
     lines.append("srun " + shlex.join(str(a) for a in argv) + ' "$@"')
     return "\n".join(lines) + "\n"
 
@@ -51,19 +59,26 @@ def script_from_worker_pools(job_spec: dict[str, Any]) -> str:
 def worker_pools_from_script(script: str, machine_spec: dict[str, Any] | None = None,
                              image_uri: str | None = None) -> dict[str, Any]:
     """A Vertex ``CustomJobSpec`` for a trial written as an sbatch script: ``--nodes`` replicas
-    (pool 0 one, pool 1 the rest), each running the script's ``srun`` command (its srun options
-    dropped) or, for any other script, ``bash -c BODY``; Vertex appends the hyperparameter flags."""
+    (pool 0 one, pool 1 the rest), each running the program of the script's ``srun`` line (srun's
+    options and their values dropped: ``srun -N 1 --gpus 2 python train.py "$@"`` runs
+    ``python train.py``) or, for any other script, ``bash -c BODY``; Vertex appends the
+    hyperparameter flags."""
     pairs = parse_options(sbatch_directives(script))
-    nodes = int(option(pairs, "nodes") or option(pairs, "N") or 1)
+    given = option(pairs, "nodes") or option(pairs, "N") or "1"
+    try:
+        nodes = int(given.split("-")[0])  # --nodes=2-4: Vertex's pools have a fixed size, the least
+    except ValueError:
+        raise SpecError("local.script", f"--nodes={given}", "a node count, e.g. #SBATCH --nodes=2") from None
     body = [line for line in script.splitlines() if line.strip() and not line.strip().startswith("#")]
-    command: list[str]
-    words = shlex.split(body[0], comments=True) if len(body) == 1 else []
-    if words[:1] == ["srun"]:
-        words = words[1:]
-        while words and words[0].startswith("-"):
-            words = words[1:]
-        command = [w for w in words if w not in ("$@", "$*")]
-    else:
+    command: list[str] = []
+    if len(body) == 1:
+        try:
+            words = shlex.split(body[0], comments=True)
+        except ValueError:  # not shell words (an unclosed quote): Vertex gets the script as it is
+            words = []
+        if words[:1] == ["srun"]:
+            command = [w for w in split_srun(words[1:])[1] if w not in ("$@", "$*")]
+    if not command:
         command = ["bash", "-c", "\n".join(body), "trial"]
     container: dict[str, Any] = {"command": command}
     if image_uri:

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import ClusterExists, ClusterNotFound
+from ..exceptions import ClusterExists, ClusterNotFound, StudyExists, StudyNotFound
 
 
 def default_home() -> Path:
@@ -59,6 +59,24 @@ class JobRecord:
     submitted_at: float = 0.0
     updated_at: float = 0.0
     user: str | None = None  # the Slurm user it runs as
+
+
+@dataclass
+class StudyRecord:
+    name: str
+    cluster: str
+    spec: dict[str, Any]
+    state: str
+    study_dir: str
+    storage: str
+    reason: str | None = None
+    sampler: str = ""
+    stop_trials: list[int] = field(default_factory=list)
+    driver_pid: int | None = None
+    driver_host: str | None = None
+    heartbeat_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
 
 
 def _statements(sql: str) -> list[str]:
@@ -116,6 +134,18 @@ class Store:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+    @contextmanager
+    def traced(self, callback: Callable[[str], None]) -> Iterator[None]:
+        """Within the block, ``callback(sql)`` for every statement this thread runs on the
+        store (sqlite3's trace callback): how tests and bench/ count the queries of an action."""
+        with self._connect() as db:
+            pass  # this thread's connection, opened if it was not
+        db.set_trace_callback(callback)
+        try:
+            yield
+        finally:
+            db.set_trace_callback(None)
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -226,6 +256,72 @@ class Store:
             db.execute(f"UPDATE jobs SET {columns}, updated_at = ? WHERE cluster = ? AND slurm_id = ?",
                        (*values, time.time(), cluster, slurm_id))
 
+    # -- studies ---------------------------------------------------------------------
+
+    def add_study(self, record: StudyRecord) -> None:
+        """Record a new study; raises ``StudyExists`` if the name is taken."""
+        now = time.time()
+        try:
+            with self._connect() as db:
+                db.execute(
+                    "INSERT INTO studies (name, cluster, spec, state, reason, study_dir, storage, sampler, stop_trials,"
+                    " driver_pid, driver_host, heartbeat_at, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (record.name, record.cluster, json.dumps(record.spec), record.state, record.reason,
+                     record.study_dir, record.storage, record.sampler, json.dumps(record.stop_trials),
+                     record.driver_pid, record.driver_host, record.heartbeat_at, now, now),
+                )
+        except sqlite3.IntegrityError:
+            raise StudyExists(f"a study named {record.name!r} exists already; resume it "
+                              f"(api.resume_study) or choose another name") from None
+        record.created_at = record.updated_at = now
+
+    def get_study(self, name: str) -> StudyRecord:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM studies WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                known = [r[0] for r in db.execute("SELECT name FROM studies ORDER BY created_at")]
+                hint = f"known studies: {', '.join(known)}" if known else "no studies yet"
+                raise StudyNotFound(f"no study named {name!r}; {hint}")
+        return _study(row)
+
+    def find_studies(self, cluster: str | None = None) -> list[StudyRecord]:
+        """Studies (of one cluster, when given), newest first."""
+        sql, args = "SELECT * FROM studies", []
+        if cluster is not None:
+            sql, args = sql + " WHERE cluster = ?", [cluster]
+        with self._connect() as db:
+            return [_study(r) for r in db.execute(sql + " ORDER BY created_at DESC", args)]
+
+    _STUDY_FIELDS = ("state", "reason", "sampler", "stop_trials", "driver_pid", "driver_host", "heartbeat_at")
+
+    def update_study(self, name: str, **changes: Any) -> None:
+        """Change any of state, reason, sampler, stop_trials, driver_pid, driver_host, heartbeat_at."""
+        if not changes or set(changes) - set(self._STUDY_FIELDS):
+            raise ValueError(f"update_study changes only {self._STUDY_FIELDS}, got {sorted(changes)}")
+        columns = ", ".join(f"{k} = ?" for k in changes)
+        values = [json.dumps(v) if k == "stop_trials" else v for k, v in changes.items()]
+        with self._connect() as db:
+            db.execute(f"UPDATE studies SET {columns}, updated_at = ? WHERE name = ?", (*values, time.time(), name))
+
+    def claim_study(self, name: str, pid: int, host: str,
+                    holder_alive: Callable[[StudyRecord], bool]) -> StudyRecord | None:
+        """Make (pid, host) the study's driver unless another driver holds it and
+        ``holder_alive(record)`` says it still runs; then returns that record (else None). One
+        transaction, so two processes resuming at once cannot both win."""
+        now = time.time()
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM studies WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return None
+            record = _study(row)
+            other = (record.driver_pid, record.driver_host) != (pid, host)
+            if other and record.driver_pid is not None and holder_alive(record):
+                return record
+            db.execute("UPDATE studies SET driver_pid = ?, driver_host = ?, heartbeat_at = ?, updated_at = ?"
+                       " WHERE name = ?", (pid, host, now, now, name))
+        return None
+
 
 def _job(row: sqlite3.Row) -> JobRecord:
     return JobRecord(
@@ -234,6 +330,15 @@ def _job(row: sqlite3.Row) -> JobRecord:
         tasks=json.loads(row["tasks"]), reason=row["reason"], nodes=row["nodes"], start_time=row["start_time"],
         end_time=row["end_time"], submitted_at=row["submitted_at"],
         updated_at=row["updated_at"], user=row["user"],
+    )
+
+
+def _study(row: sqlite3.Row) -> StudyRecord:
+    return StudyRecord(
+        name=row["name"], cluster=row["cluster"], spec=json.loads(row["spec"]), state=row["state"],
+        study_dir=row["study_dir"], storage=row["storage"], reason=row["reason"], sampler=row["sampler"],
+        stop_trials=json.loads(row["stop_trials"]), driver_pid=row["driver_pid"], driver_host=row["driver_host"],
+        heartbeat_at=row["heartbeat_at"], created_at=row["created_at"], updated_at=row["updated_at"],
     )
 
 
@@ -253,114 +358,3 @@ def _record(row: sqlite3.Row) -> ClusterRecord:
 
 def open_store(home: Path | None = None) -> Store:
     return Store((home or default_home()) / "state.db")
-
-
-# -- studies -------------------------------------------------------------------------------
-
-
-@dataclass
-class StudyRecord:
-    name: str
-    cluster: str
-    spec: dict[str, Any]
-    state: str
-    study_dir: str
-    storage: str
-    reason: str | None = None
-    sampler: str = ""
-    stop_trials: list[int] = field(default_factory=list)
-    driver_pid: int | None = None
-    driver_host: str | None = None
-    heartbeat_at: float | None = None
-    created_at: float = 0.0
-    updated_at: float = 0.0
-
-
-_STUDY_FIELDS = ("state", "reason", "sampler", "stop_trials", "driver_pid", "driver_host", "heartbeat_at")
-
-
-def _study(row: sqlite3.Row) -> StudyRecord:
-    return StudyRecord(
-        name=row["name"], cluster=row["cluster"], spec=json.loads(row["spec"]), state=row["state"],
-        study_dir=row["study_dir"], storage=row["storage"], reason=row["reason"], sampler=row["sampler"],
-        stop_trials=json.loads(row["stop_trials"]), driver_pid=row["driver_pid"], driver_host=row["driver_host"],
-        heartbeat_at=row["heartbeat_at"], created_at=row["created_at"], updated_at=row["updated_at"],
-    )
-
-
-def _add_study(self: Store, record: StudyRecord) -> None:
-    """Record a new study; raises ``StudyExists`` if the name is taken."""
-    from ..exceptions import StudyExists
-
-    now = time.time()
-    try:
-        with self._connect() as db:
-            db.execute(
-                "INSERT INTO studies (name, cluster, spec, state, reason, study_dir, storage, sampler, stop_trials,"
-                " driver_pid, driver_host, heartbeat_at, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.name, record.cluster, json.dumps(record.spec), record.state, record.reason,
-                 record.study_dir, record.storage, record.sampler, json.dumps(record.stop_trials),
-                 record.driver_pid, record.driver_host, record.heartbeat_at, now, now),
-            )
-    except sqlite3.IntegrityError:
-        raise StudyExists(f"a study named {record.name!r} exists already; resume it "
-                          f"(api.resume_study) or choose another name") from None
-    record.created_at = record.updated_at = now
-
-
-def _get_study(self: Store, name: str) -> StudyRecord:
-    from ..exceptions import StudyNotFound
-
-    with self._connect() as db:
-        row = db.execute("SELECT * FROM studies WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            known = [r[0] for r in db.execute("SELECT name FROM studies ORDER BY created_at")]
-            hint = f"known studies: {', '.join(known)}" if known else "no studies yet"
-            raise StudyNotFound(f"no study named {name!r}; {hint}")
-    return _study(row)
-
-
-def _find_studies(self: Store, cluster: str | None = None) -> list[StudyRecord]:
-    """Studies (of one cluster, when given), newest first."""
-    sql, args = "SELECT * FROM studies", []
-    if cluster is not None:
-        sql, args = sql + " WHERE cluster = ?", [cluster]
-    with self._connect() as db:
-        return [_study(r) for r in db.execute(sql + " ORDER BY created_at DESC", args)]
-
-
-def _update_study(self: Store, name: str, **changes: Any) -> None:
-    """Change any of state, reason, sampler, stop_trials, driver_pid, driver_host, heartbeat_at."""
-    if not changes or set(changes) - set(_STUDY_FIELDS):
-        raise ValueError(f"update_study changes only {_STUDY_FIELDS}, got {sorted(changes)}")
-    columns = ", ".join(f"{k} = ?" for k in changes)
-    values = [json.dumps(v) if k == "stop_trials" else v for k, v in changes.items()]
-    with self._connect() as db:
-        db.execute(f"UPDATE studies SET {columns}, updated_at = ? WHERE name = ?", (*values, time.time(), name))
-
-
-def _claim_study(self: Store, name: str, pid: int, host: str,
-                 holder_alive: Callable[[StudyRecord], bool]) -> StudyRecord | None:
-    """Make (pid, host) the study's driver unless another driver holds it and
-    ``holder_alive(record)`` says it still runs; then returns that record (else None). One
-    transaction, so two processes resuming at once cannot both win."""
-    now = time.time()
-    with self._connect() as db:
-        row = db.execute("SELECT * FROM studies WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            return None
-        record = _study(row)
-        other = (record.driver_pid, record.driver_host) != (pid, host)
-        if other and record.driver_pid is not None and holder_alive(record):
-            return record
-        db.execute("UPDATE studies SET driver_pid = ?, driver_host = ?, heartbeat_at = ?, updated_at = ?"
-                   " WHERE name = ?", (pid, host, now, now, name))
-    return None
-
-
-Store.add_study = _add_study
-Store.get_study = _get_study
-Store.find_studies = _find_studies
-Store.update_study = _update_study
-Store.claim_study = _claim_study

@@ -52,7 +52,9 @@ class ClusterPanel(w.VBox):
             f"<b>{html.escape(cluster.name)}</b> &nbsp;<span style='{_MUTED}'>{html.escape(cluster.backend)}</span>"
             f" &nbsp;{html.escape(cluster.state)} &nbsp;·&nbsp; nodes ready {ready}/{cluster.node_count}"
             f" &nbsp;·&nbsp; GPUs used {gpus_used}/{gpus}"
-            + (f"<br><span style='color:#cf222e'>{html.escape(problem)}</span>" if problem else ""))
+            + (f"<br><span style='color:#cf222e'>{html.escape(problem)}</span>" if problem else "")
+            + "".join(f"<br><span style='{_MUTED}'>not applied locally: {html.escape(str(item))}</span>"
+                      for item in cluster.not_applied))
         login = cluster.spec.slurm.login_node_pool_id
         self.pools_html.value = _table(
             ["pool", "role", "machine type", "nodes", "GPUs per node"],

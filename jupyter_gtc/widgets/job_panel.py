@@ -55,7 +55,9 @@ class JobPanel(w.VBox):
 
         self.job = job
         self._poller = api.job_poller(job.cluster)
-        self._follower = job.follow()  # remembers its offset: each read returns only new text
+        # Remembers its offset: each read returns only new text. (None: Slurm does not say where
+        # a job that others submitted writes.)
+        self._follower = job.follow() if job.log_path is not None else None
         self._lines: deque[str] = deque(maxlen=log_lines)
         self._partial: str | None = ""  # the last line, while the job is still writing it
         self._start_near_end()
@@ -132,6 +134,8 @@ class JobPanel(w.VBox):
             self.plot_box.children = [job.plot()]
 
     def _start_near_end(self) -> None:
+        if self._follower is None:
+            return
         try:
             size = self.job.log_path.stat().st_size
         except OSError:
@@ -141,6 +145,8 @@ class JobPanel(w.VBox):
             self._partial = None  # the first line read is cut: drop it
 
     def _read_log(self) -> None:
+        if self._follower is None:
+            return
         new = "".join(iter(self._follower.read_new, ""))  # everything new, however much
         if not new:
             return

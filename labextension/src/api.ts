@@ -132,7 +132,11 @@ export interface ICluster {
   nodes?: INode[];
 }
 
-/** A job (`Job.to_json()` in `services/jobs.py`, plus `reason`: `handlers_jobs.job_json`). */
+/**
+ * A job (`Job.to_json()` in `services/jobs.py`): every job of the cluster, ours (`managed`)
+ * and others' (a terminal's `sbatch`, another user's). `tests/server/test_wire_types.py`
+ * fails when these fields and Python's differ.
+ */
 export interface IJob {
   cluster: string;
   /** Slurm's id (an array's id for an array). */
@@ -147,13 +151,20 @@ export interface IJob {
   elapsed: number | null;
   /** The Slurm user it runs as (squeue's `user_name`); null for jobs recorded before it was kept. */
   user: string | null;
-  job_dir: string;
+  /** Its folder (model, checkpoints, logs); null for a job that jupyter_gtc did not submit. */
+  job_dir: string | null;
   /** An array's tasks by task id. */
   tasks: Record<string, { state: string; exit_code: number | null }>;
   /** Seconds since the epoch. */
   submitted_at: number;
   /** Why it waits (Resources, Priority, JobHeldUser, ...), when Slurm says. */
   reason: string | null;
+  /** Submitted through jupyter_gtc; false for a job others submitted (it has no metrics). */
+  managed: boolean;
+  /** In a state after which it does nothing more (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...). */
+  finished: boolean;
+  /** Its batch script's output; null where Slurm does not say (a job of others' that had ended). */
+  log_path: string | null;
 }
 
 /** A trial of a study (`TrialView.to_json()` in `services/tuning/trials.py`). */

@@ -100,6 +100,6 @@ export function createLogTab(cluster: string, jobId: string): MainAreaWidget<Job
     kind: 'log',
     noun: 'Log',
     icon: textEditorIcon,
-    where: job => job.job_dir
+    where: job => job.log_path ?? job.job_dir ?? 'no log known'
   });
 }

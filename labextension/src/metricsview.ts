@@ -295,7 +295,7 @@ export function createMetricsTab(cluster: string, jobId: string): MainAreaWidget
     kind: 'metrics',
     noun: 'Metrics',
     icon: metricsIcon,
-    where: job => `${job.job_dir}/logs`
+    where: job => (job.job_dir ? `${job.job_dir}/logs` : 'no log dir: not submitted through jupyter_gtc')
   });
 }
 

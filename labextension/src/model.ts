@@ -20,19 +20,6 @@ export type StudyAction = 'stop' | 'resume';
 /** Called with each step of an operation the caller started. */
 export type OperationProgress = (operation: IOperation) => void;
 
-/** Slurm states after which a job does nothing more. */
-export const FINISHED_STATES = new Set([
-  'COMPLETED',
-  'FAILED',
-  'CANCELLED',
-  'TIMEOUT',
-  'NODE_FAIL',
-  'OUT_OF_MEMORY',
-  'PREEMPTED',
-  'BOOT_FAIL',
-  'DEADLINE'
-]);
-
 /** Study states after which it does nothing more. */
 export const STUDY_FINISHED = new Set(['SUCCEEDED', 'FAILED', 'STOPPED']);
 

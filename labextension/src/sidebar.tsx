@@ -32,7 +32,7 @@ import React, { useState } from 'react';
 import { ICluster, IJob, INode, IOperation } from './api';
 import { CommandIDs } from './commands';
 import { clusterIcon, metricsIcon } from './icons';
-import { ClustersModel, FINISHED_STATES } from './model';
+import { ClustersModel } from './model';
 import { CommandButton, duration, StateKind, StateLabel, useClock } from './parts';
 import { StudiesSection } from './studies';
 
@@ -364,8 +364,9 @@ function JobList(props: {
   );
 }
 
-/** One job in two lines: name, id, user and elapsed; state, nodes and its actions. Memoized: a
- * clock tick re-renders only the running jobs, whose elapsed time changed. */
+/** One job in two lines: name, id, user (and "external" for a job jupyter_gtc did not submit)
+ * and elapsed; state, nodes and its actions. Memoized: a clock tick re-renders only the
+ * running jobs, whose elapsed time changed. */
 const JobItem = React.memo(function JobItem(props: {
   job: IJob;
   elapsed: string;
@@ -373,7 +374,12 @@ const JobItem = React.memo(function JobItem(props: {
 }): JSX.Element {
   const { job } = props;
   return (
-    <li className="jp-gtc-Job" data-job={job.id} title={job.job_dir}>
+    <li
+      className={`jp-gtc-Job${job.managed ? '' : ' jp-gtc-Job-external'}`}
+      data-job={job.id}
+      data-managed={String(job.managed)}
+      title={job.job_dir ?? job.log_path ?? undefined}
+    >
       <div className="jp-gtc-Job-line">
         <span className="jp-gtc-Job-name">{job.name}</span>
         <span className="jp-gtc-Job-id">{job.id}</span>
@@ -382,12 +388,20 @@ const JobItem = React.memo(function JobItem(props: {
             {job.user}
           </span>
         )}
+        {!job.managed && (
+          <span
+            className="jp-gtc-Chip jp-gtc-Job-origin"
+            title="Not submitted through jupyter_gtc (a terminal's sbatch, another user): no metrics"
+          >
+            external
+          </span>
+        )}
         <span className="jp-gtc-Job-elapsed" title="Elapsed">
           {props.elapsed}
         </span>
       </div>
       <div className="jp-gtc-Job-line">
-        <StateLabel state={job.state} kind={jobKind(job.state)} detail={jobDetail(job)} />
+        <StateLabel state={job.state} kind={jobKind(job)} detail={jobDetail(job)} />
         {job.nodes && <span className="jp-gtc-Job-nodes">{job.nodes}</span>}
         <JobActions job={job} commands={props.commands} />
       </div>
@@ -397,15 +411,15 @@ const JobItem = React.memo(function JobItem(props: {
 
 function JobActions({ job, commands }: { job: IJob; commands: CommandRegistry }): JSX.Element {
   const args = { cluster: job.cluster, id: job.id };
-  const finished = FINISHED_STATES.has(job.state);
+  const finished = job.finished;
   const held = (job.reason ?? '').startsWith('JobHeld');
   const button = (command: string, icon: LabIcon, tooltip: string) => (
     <CommandButton key={command} commands={commands} command={command} args={args} icon={icon} tooltip={tooltip} />
   );
   return (
     <div className="jp-gtc-JobActions">
-      {button(CommandIDs.openLog, textEditorIcon, 'Open the log')}
-      {button(CommandIDs.openMetrics, metricsIcon, 'Plot its metrics')}
+      {(job.managed || job.log_path) && button(CommandIDs.openLog, textEditorIcon, 'Open the log')}
+      {job.managed && button(CommandIDs.openMetrics, metricsIcon, 'Plot its metrics')}
       {!finished && button(CommandIDs.cancelJob, stopIcon, 'Cancel (scancel)')}
       {job.state === 'PENDING' && !held && button(CommandIDs.holdJob, pauseIcon, 'Hold: keep it from starting')}
       {held && button(CommandIDs.releaseJob, runIcon, 'Release: let it start')}
@@ -431,14 +445,15 @@ function nodeKind(node: INode): StateKind {
   return !node.ready ? 'bad' : node.state === 'IDLE' ? 'good' : 'active';
 }
 
-function jobKind(state: string): StateKind {
+function jobKind(job: IJob): StateKind {
+  const state = job.state;
   if (state === 'COMPLETED') {
     return 'good';
   }
   if (state === 'RUNNING' || state === 'COMPLETING' || state === 'CONFIGURING') {
     return 'active';
   }
-  return FINISHED_STATES.has(state) ? 'bad' : 'waiting';
+  return job.finished ? 'bad' : 'waiting';
 }
 
 function gigabytes(mb: number): string {

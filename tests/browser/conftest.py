@@ -14,8 +14,8 @@ import pytest
 from tests.browser.jupyter import JupyterProcess
 
 CHROMIUM = Path("/usr/bin/chromium")
-# From notes/jupyterlab.md: headless, no sandbox (root, containers), and nothing that
-# reaches the network on its own.
+# Headless, no sandbox (it runs as root, often in a container), and nothing that reaches
+# the network on its own.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"

@@ -60,7 +60,7 @@ class JupyterProcess:
     def start(self) -> None:
         for d in ("root", "config", "data", "runtime", "workspaces", "settings", "ipython"):
             (self.tmp / d).mkdir(parents=True, exist_ok=True)
-        # The news toast is not stopped by news_url=None: its setting is (notes/jupyterlab.md).
+        # JupyterLab's news toast is not stopped by news_url=None, only by its setting (fetchNews).
         notification = self.settings_dir / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
         notification.parent.mkdir(parents=True, exist_ok=True)
         notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))

@@ -52,11 +52,10 @@ def test_live_plot_grows_in_jupyterlab_and_survives_a_reload(jupyter_lab, page, 
     first = _wait_for_points(page, minimum=3)
     plot.screenshot(path=str(screenshots / "live_plot_1.png"))
     page.screenshot(path=str(screenshots / "live_plot_lab_page.png"))
-    time.sleep(3)
-    second = _wait_for_points(page, minimum=3)
+    # It grows in the page while the kernel's thread adds points (15 more on every line).
+    second = _wait_for_points(page, minimum=max(first.values()) + 15)
     plot.screenshot(path=str(screenshots / "live_plot_2.png"))
     assert set(second) == {"train/loss", "eval/loss"}, second
-    assert all(second[tag] >= first.get(tag, 0) + 15 for tag in second), (first, second)
 
     # Saved from the browser: the outputs are a widget reference and a ~2 KB loader, not BokehJS.
     page.locator(".jp-Notebook").first.click()
@@ -76,10 +75,8 @@ def test_live_plot_grows_in_jupyterlab_and_survives_a_reload(jupyter_lab, page, 
     page.locator(".jp-OutputArea-output canvas").first.wait_for(timeout=60_000)
     after_reload = _wait_for_points(page, minimum=max(second.values()))
     plot = page.locator(".jp-OutputArea-output:has(canvas)").first
-    time.sleep(2)
-    later = _wait_for_points(page, minimum=3)
+    _wait_for_points(page, minimum=max(after_reload.values()) + 1)  # and grows on
     plot.screenshot(path=str(screenshots / "live_plot_after_reload.png"))
-    assert all(later[tag] > after_reload[tag] for tag in later), (after_reload, later)
     errors = [line for line in page.console_log
               if line.startswith(("[error]", "[pageerror]")) and "bokeh" in line.lower()]
     assert not errors, errors
@@ -106,7 +103,7 @@ def test_a_plot_filled_before_it_is_shown_shows_every_point(jupyter_lab, page, s
     assert counts == {"a": 2300, "b": 2300}, counts
 
 
-def _wait_for_points(page, minimum: int, timeout: float = 30) -> dict[str, int]:
+def _wait_for_points(page, minimum: int, timeout: float = 60) -> dict[str, int]:
     """Points per line in the page once every line has at least ``minimum``."""
     deadline = time.monotonic() + timeout
     counts = None

@@ -97,3 +97,57 @@ def _one_value(t) -> float | None:
     if len(t.tensor_content) == size:
         return struct.unpack(fmt, t.tensor_content)[0]
     return listed[0] if len(listed) == 1 and not t.tensor_content else None
+
+
+def write_event_file(path: Path, events) -> int:
+    """Write `events` (Event protos, any iterable) as an event file, streaming, after the
+    file_version record every writer starts with; returns the file's size."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2")
+    with open(path, "wb") as f:
+        f.write(frame_record(head.SerializeToString()))
+        batch = []
+        for event in events:
+            batch.append(frame_record(event.SerializeToString()))
+            if len(batch) >= 10_000:
+                f.write(b"".join(batch))
+                batch.clear()
+        f.write(b"".join(batch))
+    return path.stat().st_size
+
+
+def scalar_events(tags, steps: int, values_per_event: int = 1, wall_time: float = 1.7e9):
+    """Events as torch's add_scalar writes them (a simple_value each, one event a value), or
+    with `values_per_event` > 1 as TF1's merge_all does (one event, every tag of a step).
+    Step s of the i-th tag has the value ``s * 0.25 + i`` (exact in float32)."""
+    for step in range(steps):
+        event = None
+        for i, tag in enumerate(tags):
+            if event is None:
+                event = event_pb2.Event(wall_time=wall_time + step * 1e-3, step=step)
+            event.summary.value.add(tag=tag, simple_value=step * 0.25 + i)
+            if len(event.summary.value) == values_per_event:
+                yield event
+                event = None
+        if event is not None:
+            yield event
+
+
+class InOrder:
+    """Checks, in constant memory, that each (run, tag) gets steps 0, 1, 2, ... once each
+    with the values of `scalar_events`, however the scalars are split into pages."""
+
+    def __init__(self, tags_of_run: dict[str, tuple[str, ...]]):
+        self.index = {(run, tag): i for run, tags in tags_of_run.items() for i, tag in enumerate(tags)}
+        self.next_step = dict.fromkeys(self.index, 0)
+        self.bad: list = []  # the first few scalars out of place
+
+    def take(self, scalars) -> None:
+        for s in scalars:
+            key = (s.run, s.tag)
+            want = self.next_step.get(key)
+            if want is None or s.step != want or s.value != s.step * 0.25 + self.index[key]:
+                if len(self.bad) < 5:
+                    self.bad.append((s, want))
+                continue
+            self.next_step[key] = want + 1

@@ -59,6 +59,14 @@ def test_bad_lines_are_counted_not_raised(tmp_path, caplog):
     assert tail.bad_lines == 2 and "bad line" in caplog.text
 
 
+def test_a_step_no_event_file_could_hold_is_a_bad_line(tmp_path):
+    path = tmp_path / "m"
+    lines = [{"auc": "0.9", "global_step": step, "timestamp": 1.0} for step in ("inf", "1e30", "7")]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    tail = HypertuneTail(path)
+    assert [s.step for s in tail.read_new()] == [7] and tail.bad_lines == 2
+
+
 def test_an_unchanged_file_is_not_read_again(tmp_path):
     path = tmp_path / "m"
     path.write_text(json.dumps({"auc": "0.9", "timestamp": 1.0}) + "\n")

@@ -41,3 +41,22 @@ def test_unknown_names_say_what_exists():
         get_recipe("llama")
     with pytest.raises(SpecErrors, match="config: '70b' is not valid; for llama-pretrain: one of tiny, 1b, 8b"):
         get_recipe("llama-pretrain").config("70b")
+
+
+def test_the_model_of_a_recipe_never_run_is_an_error_saying_which_recipe_to_run_first(tmp_path, monkeypatch):
+    """What sft.ipynb's first cells meet when continued_pretrain.ipynb was never run: an error
+    that names the recipe to run, not a path that fails deep in the SFT program."""
+    from jupyter_gtc import api
+    from jupyter_gtc.exceptions import GtcError, RecipeOutputMissing
+
+    monkeypatch.setenv("GTC_HOME", str(tmp_path))  # a user's first session: no job has run
+    with pytest.raises(RecipeOutputMissing) as e:
+        api.recipe_output("continued-pretrain")
+    assert isinstance(e.value, GtcError)  # so a magic shows it as one line, the CLI exits non-zero
+    assert str(e.value) == (
+        "no run of 'continued-pretrain' has finished a model yet; run it first: `gtc recipe run continued-pretrain "
+        "--cluster CLUSTER` or `api.run_recipe('continued-pretrain', 'CLUSTER').wait()`, as "
+        "notebooks/recipes/continued_pretrain.ipynb does")
+    with pytest.raises(RecipeOutputMissing, match="no job or recipe named 'continued-pretrian'; give a job id, "
+                                                  "a model folder or one of the recipes: llama-pretrain, "):
+        api.recipe_output("continued-pretrian")

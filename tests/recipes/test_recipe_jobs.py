@@ -80,7 +80,26 @@ def test_a_requeued_job_resumes_from_its_newest_checkpoint(cluster):
 
 def test_a_recipe_that_needs_a_model_says_which_run_to_do_first(cluster):
     from jupyter_gtc import api
-    from jupyter_gtc.services.recipes import RecipeOutputMissing
+    from jupyter_gtc.exceptions import RecipeOutputMissing
 
-    with pytest.raises(RecipeOutputMissing, match="no run of 'sft' on rcp has finished a model yet; run it first"):
+    with pytest.raises(RecipeOutputMissing) as e:
         api.run_recipe("grpo", cluster)
+    assert str(e.value) == (
+        "grpo starts from the model of sft: no run of 'sft' on rcp has finished a model yet; run it first: "
+        "`gtc recipe run sft --cluster rcp` or `api.run_recipe('sft', 'rcp').wait()`, as notebooks/recipes/sft.ipynb "
+        "does (or give init_from, --init-from in the CLI: a model folder or a job id)")
+
+
+def test_a_run_that_failed_is_named_with_its_logs_and_how_to_run_it_again(cluster):
+    from jupyter_gtc import api
+    from jupyter_gtc.exceptions import RecipeOutputMissing
+
+    failed = api.submit_job(cluster, "#!/bin/bash\necho out of memory >&2\nexit 3\n",
+                            ["--job-name", "gemma-pretrain"]).wait(120)
+    assert failed.state == "FAILED"
+    with pytest.raises(RecipeOutputMissing) as e:
+        api.run_recipe("continued-pretrain", cluster, init_from="gemma-pretrain")
+    assert str(e.value) == (
+        f"job {failed.id} (gemma-pretrain) is FAILED and left no finished model in {failed.model_dir}; see "
+        f"`gtc job logs {failed.id}`, then run it again: `gtc recipe run gemma-pretrain --cluster rcp` or "
+        "`api.run_recipe('gemma-pretrain', 'rcp').wait()`, as notebooks/recipes/gemma_pretrain.ipynb does")

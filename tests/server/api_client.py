@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import queue
+import re
 import socket
 import threading
 import time
@@ -98,3 +99,77 @@ def _brief(data: Any) -> Any:
     if isinstance(data, dict) and "state" in data and "id" in data:
         return {k: data.get(k) for k in ("id", "name", "state", "reason", "exit_code")}
     return data
+
+
+# -- every route the extension adds, from its own route table -----------------------------
+
+# What each placeholder of a route's pattern is filled with: names nothing exists under, so a
+# request that passes the checks is answered by the api (404), never changes anything.
+_EXAMPLES = {"[^/]+": ["none"], "[0-9]+": ["1"], ".*": ["js/bokeh.min.js"]}
+_GROUP = re.compile(r"\((?:\?P<\w+>)?([^()]*)\)")
+_METHODS = ("get", "head", "post", "put", "patch", "delete")  # options: jupyter_server's CORS preflight, public
+READ_METHODS = {"GET", "HEAD"}
+
+
+class _RouteRecorder:
+    """Stands in for the server's tornado app in ``setup_routes``: keeps the rules it is given."""
+
+    def __init__(self):
+        self.settings = {"base_url": "/"}
+        self.rules: list[tuple] = []
+
+    def add_handlers(self, host_pattern: str, rules: list[tuple]) -> None:
+        self.rules += rules
+
+
+def app_routes() -> list[tuple[str, str]]:
+    """(method, path under the server's root) for each method of each route that
+    ``setup_routes`` adds, which is what the server extension adds: a new route or method is
+    in this list without anyone writing it down. A pattern's alternatives (cancel|hold|...)
+    each make a path."""
+    from tornado.web import RequestHandler
+
+    from jupyter_gtc.server.routes import setup_routes
+
+    app = _RouteRecorder()
+    setup_routes(app)
+    routes = []
+    for pattern, handler, *_ in app.rules:
+        methods = [m.upper() for m in _METHODS if getattr(handler, m) is not getattr(RequestHandler, m)]
+        assert methods, f"{handler.__name__} answers no method"
+        for path in _paths(pattern):
+            assert re.fullmatch(pattern, path), (pattern, path)  # a placeholder _EXAMPLES does not know
+            routes += [(method, path.lstrip("/")) for method in methods]
+    return routes
+
+
+def _paths(pattern: str) -> list[str]:
+    group = _GROUP.search(pattern)
+    if group is None:
+        return [pattern]
+    choices = _EXAMPLES.get(group.group(1)) or group.group(1).split("|")
+    return [path for choice in choices for path in _paths(pattern[:group.start()] + choice + pattern[group.end():])]
+
+
+def answer(server, method: str, path: str, token: bool = True, headers: dict | None = None,
+           body: bytes | None = None) -> tuple[int, Any, Any]:
+    """(status, headers, JSON body or None) of one request to ``path`` (under the server's
+    root). An event stream's body is not read: its status and headers say it was served."""
+    headers = dict(headers or {})
+    if token:
+        headers["Authorization"] = f"token {server.token}"
+    if body is None and method in ("POST", "PUT", "PATCH"):
+        body = b"{}"
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request(method, f"/{path}", body=body, headers=headers)
+        response = conn.getresponse()
+        data = None
+        kind = response.headers.get("Content-Type", "")
+        if method != "HEAD" and kind.startswith("application/json"):
+            data = json.loads(response.read() or b"null")
+        return response.status, response.headers, data
+    finally:
+        if conn.sock is not None:
+            conn.sock.shutdown(socket.SHUT_RDWR)  # an event stream would go on
+        conn.close()

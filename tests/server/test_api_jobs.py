@@ -1,14 +1,16 @@
 """Job routes on a real local Slurm cluster: list, describe, log range reads, metrics,
-cancel, hold, release, requeue."""
+cancel, hold, release, requeue, and the 409 of an action that the job's state rules out."""
 
 from __future__ import annotations
 
 import os
 import pwd
+import subprocess
 
 import pytest
 
 from jupyter_gtc import api
+from jupyter_gtc.exceptions import JobStateConflict
 from tests.server.api_client import call, ok, wait_for
 
 # Writes UTF-8 text (two-byte characters, so small reads must not split one), and two
@@ -35,7 +37,8 @@ def test_a_finished_job_is_listed_and_described(jupyter_server, rest_cluster, fi
     listed = next(j for j in jobs if j["id"] == finished_job.id)
     assert listed["name"] == "writer" and listed["state"] == "COMPLETED" and listed["exit_code"] == 0
     assert set(listed) == {"cluster", "id", "name", "state", "exit_code", "nodes", "elapsed", "job_dir", "tasks",
-                           "submitted_at", "reason", "user"}
+                           "submitted_at", "reason", "user", "managed", "finished", "log_path"}
+    assert (listed["managed"], listed["finished"], listed["log_path"]) == (True, True, str(finished_job.log_path))
     assert listed["user"] == pwd.getpwuid(os.getuid()).pw_name  # squeue's user_name: who submitted it
     by_name = ok(jupyter_server, "GET", f"jobs/{rest_cluster.name}/writer")  # a name works as everywhere else
     assert by_name["id"] == finished_job.id and by_name["nodes"]
@@ -83,9 +86,12 @@ def test_hold_release_cancel_and_requeue(jupyter_server, rest_cluster):
         ok(jupyter_server, "POST", f"{base}/release")
         wait_for(lambda: job_state(jupyter_server, rest_cluster.name, job.id)["reason"] == "BeginTime", what="released")
 
-        # Requeueing a job that has not run is refused by Slurm: a 500 that says why, no traceback.
+        # Requeueing a job that has not run is refused by Slurm because of its state: the
+        # request's mistake (409), and the message says what the job is and what would do.
         status, body = call(jupyter_server, "POST", f"{base}/requeue")
-        assert status >= 400 and set(body) == {"kind", "message"} and str(job.id) in body["message"], body
+        assert (status, body["kind"]) == (409, "JobStateConflict"), body
+        assert f"job {job.id} (later) is PENDING" in body["message"], body
+        assert "Job is pending execution" in body["message"] and "running or finished" in body["message"]
 
         cancelled = ok(jupyter_server, "POST", f"{base}/cancel")
         assert cancelled["id"] == job.id
@@ -97,6 +103,45 @@ def test_hold_release_cancel_and_requeue(jupyter_server, rest_cluster):
         wait_for(lambda: job_state(jupyter_server, rest_cluster.name, job.id)["state"] == "PENDING", what="requeued")
     finally:
         api.cancel_job(job.id, rest_cluster.name)
+
+
+@pytest.mark.parametrize("action", ["hold", "release"])
+def test_holding_or_releasing_a_finished_job_is_a_conflict_that_says_why(jupyter_server, rest_cluster,
+                                                                          finished_job, action):
+    status, body = call(jupyter_server, "POST", f"jobs/{rest_cluster.name}/{finished_job.id}/{action}")
+    assert (status, body["kind"]) == (409, "JobStateConflict"), body
+    message = body["message"]
+    assert f"job {finished_job.id} (writer) is COMPLETED" in message and "has not finished" in message, message
+    # The magics and the CLI show the api's error as it is: the same words.
+    with pytest.raises(JobStateConflict) as raised:
+        getattr(api, f"{action}_job")(finished_job.id, rest_cluster.name)
+    assert str(raised.value) == message
+    assert job_state(jupyter_server, rest_cluster.name, finished_job.id)["state"] == "COMPLETED"  # untouched
+
+
+def test_a_terminal_job_is_listed_not_ours_acted_on_and_its_log_read(jupyter_server, rest_cluster, tmp_path):
+    (tmp_path / "by_hand.sh").write_text("#!/bin/bash\necho written by hand\nsleep 600\n")
+    env = {**os.environ, **api.cluster_env(rest_cluster.name)}
+    job_id = subprocess.run(["sbatch", "--parsable", "by_hand.sh"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, check=True, timeout=60).stdout.strip()
+    base = f"jobs/{rest_cluster.name}/{job_id}"
+
+    def the_job():
+        return next((j for j in ok(jupyter_server, "GET", f"jobs?cluster={rest_cluster.name}")["jobs"]
+                     if j["id"] == job_id), None)
+
+    try:
+        listed = wait_for(the_job, what="the terminal's job listed")
+        assert (listed["managed"], listed["name"], listed["job_dir"]) == (False, "by_hand.sh", None)
+        assert listed["log_path"] == str(tmp_path / f"slurm-{job_id}.out")
+        log = wait_for(lambda: ok(jupyter_server, "GET", f"{base}/log")["text"], what="its log")
+        assert log == "written by hand\n"
+        assert ok(jupyter_server, "GET", f"{base}/metrics")["scalars"] == []  # no log dir of ours: none
+
+        assert ok(jupyter_server, "POST", f"{base}/cancel")["id"] == job_id
+        wait_for(lambda: job_state(jupyter_server, rest_cluster.name, job_id)["state"] == "CANCELLED", what="CANCELLED")
+    finally:
+        subprocess.run(["scancel", job_id], env=env, timeout=60)
 
 
 def test_unknown_jobs_and_actions(jupyter_server, rest_cluster):

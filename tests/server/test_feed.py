@@ -3,8 +3,6 @@ changes made by other processes (a notebook, the CLI: here, the test) within a t
 
 from __future__ import annotations
 
-import time
-
 from jupyter_gtc import api
 from tests.conftest import small_gpu_spec
 from tests.server.api_client import EventStream, ok, wait_for
@@ -19,16 +17,14 @@ def test_a_snapshot_then_the_changes_of_a_job_submitted_elsewhere(jupyter_server
         assert snapshot["cluster"] == rest_cluster.name
         assert rest_cluster.name in [c["name"] for c in snapshot["clusters"]]
 
-        submitted = time.monotonic()
+        # The feed delivers the job's change (how fast: bench/feed_latency.py).
         job = api.submit_job(rest_cluster.name, "#!/bin/bash\nsleep 600\n", ["--job-name=fed", "--gpus-per-node=2"])
-        running = stream.next("job", where=lambda j: j["id"] == job.id and j["state"] == "RUNNING")
-        latency = time.monotonic() - submitted
-        print(f"submit -> RUNNING in the feed: {latency:.2f} s")
-        assert latency < 5 and running["name"] == "fed" and running["nodes"]
+        running = stream.next("job", where=lambda j: j["id"] == job.id and j["state"] == "RUNNING", timeout=60)
+        assert running["name"] == "fed" and running["nodes"]
         # The node's GPUs show as allocated in a clusters event (sent with the job's, or soon after).
         wait_for(lambda: stream.seen("clusters", lambda d: sum(n["gpus_allocated"] for c in d["clusters"]
                                                                for n in c.get("nodes", [])) == 2),
-                 timeout=10, what="2 GPUs allocated")
+                 timeout=60, what="2 GPUs allocated")
 
         ok(jupyter_server, "POST", f"jobs/{rest_cluster.name}/{job.id}/cancel")
         stream.next("job", where=lambda j: j["id"] == job.id and j["state"] == "CANCELLED")
@@ -55,6 +51,6 @@ def test_a_feed_for_no_cluster_or_an_unknown_one_still_starts_with_a_snapshot(ju
     for query in ("", "?cluster=unknown"):
         stream = EventStream(jupyter_server, query)
         try:
-            assert stream.next("snapshot", timeout=10)["jobs"] == []
+            assert stream.next("snapshot", timeout=60)["jobs"] == []
         finally:
             stream.close()

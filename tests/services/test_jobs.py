@@ -7,14 +7,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import ClusterNotFound, JobSubmitError, SpecError
-from tests.conftest import slurm, small_gpu_spec
+from jupyter_gtc.services.poller import ClusterPoller
+from jupyter_gtc.slurm.commands import SlurmCommands
+from jupyter_gtc.state import open_store
+from tests.conftest import sleep_until, slurm, small_gpu_spec
 
 pytestmark = pytest.mark.slurm
 
@@ -153,25 +155,34 @@ def test_logs_of_a_job_that_wrote_50_mb(jobs_cluster):
     assert follower.read_new() == ""  # nothing new, nothing re-read
 
 
-def test_300_watched_jobs_cost_one_squeue_per_tick(jobs_cluster, tmp_path, monkeypatch):
-    # A counting squeue in front of the real one: the poller runs whatever squeue PATH finds.
+def test_300_watched_jobs_cost_one_squeue_per_tick(jobs_cluster, tmp_path):
+    # A counting squeue in front of the real one, first on the PATH of this poller's Slurm
+    # commands only (the rest of the process, other pollers included, never runs it).
     count = tmp_path / "squeue-calls"
     shim = tmp_path / "bin" / "squeue"
     shim.parent.mkdir()
     shim.write_text(f"#!/bin/sh\necho . >> {count}\nexec /usr/bin/squeue \"$@\"\n")
     shim.chmod(0o755)
     held = [api.submit_job(jobs_cluster, "true", ["--hold", "-J", f"held-{i}"]) for i in range(300)]
-    monkeypatch.setenv("PATH", f"{shim.parent}:{os.environ['PATH']}")
-    poller = api.job_poller(jobs_cluster)
-    ticks_before = poller.ticks
-    time.sleep(3)
-    ticks = poller.ticks - ticks_before
-    calls = len(count.read_text().split()) if count.exists() else 0
-    monkeypatch.setenv("PATH", os.environ["PATH"].split(":", 1)[1])
-    slurm(jobs_cluster, "scancel", *[j.id for j in held])
-    assert ticks >= 1
-    assert calls in (ticks, ticks + 1)  # +1: a tick in flight when we read the counter
-    assert all(j.state == "PENDING" for j in held[:5])
+    commands = SlurmCommands({**api.cluster_env(jobs_cluster), "PATH": f"{shim.parent}:{os.environ['PATH']}"})
+    poller = ClusterPoller(jobs_cluster, lambda: commands, open_store())
+
+    def calls() -> int:
+        return len(count.read_text().split()) if count.exists() else 0
+
+    after_each_tick: list[tuple[int, int]] = []  # (ticks, squeue runs), on the poller's thread as a tick ends
+    unsubscribe = poller.subscribe(lambda changed: after_each_tick.append((poller.ticks, calls())))
+    try:
+        for job in held:
+            poller.watch(job.id)
+        assert sleep_until(lambda: all(poller.view(j.id) for j in held), 60)
+        ticked = len(after_each_tick)
+        assert sleep_until(lambda: len(after_each_tick) >= ticked + 3, 60)  # three more with all 300 watched
+        assert all(poller.view(j.id).state == "PENDING" for j in held)
+    finally:
+        unsubscribe()
+        slurm(jobs_cluster, "scancel", *[j.id for j in held])
+    assert all(calls == ticks for ticks, calls in after_each_tick), after_each_tick
 
 
 def test_script_arguments_and_extra_environment_reach_the_job(jobs_cluster):

@@ -76,3 +76,42 @@ def test_a_job_that_ends_while_squeue_still_shows_it_completing_ends(tmp_path):
     poller.tick()
     assert store.get_job("c", "7").state == "CANCELLED"
     assert "7" not in poller._watched
+
+
+def test_a_finished_job_only_the_completion_file_knows_is_listed_with_its_log(tmp_path):
+    """A terminal's job that ended before this process looked (slurmctld forgot it): the
+    completion file has it, but not where it wrote; sbatch's default file in its folder is its
+    log if this job wrote it, not an older job's of the same id (a cluster made again numbers
+    from 1 again). ``squeue`` is a stand-in that shows an empty queue, as Slurm would by then."""
+    import time
+    from datetime import datetime
+
+    from jupyter_gtc.services.jobs import ForeignJob
+
+    bin_dir, queue_file, jobcomp, work = (tmp_path / name for name in ("bin", "squeue.json", "jobcomp.txt", "w"))
+    bin_dir.mkdir()
+    work.mkdir()
+    (bin_dir / "squeue").write_text('#!/bin/sh\ncat "$QUEUE_FILE"\n')
+    (bin_dir / "squeue").chmod(0o755)
+    queue_file.write_text(json.dumps({"errors": [], "jobs": []}))
+    started = time.time() - 30
+    stamp = datetime.fromtimestamp(started).isoformat(timespec="seconds")
+    jobcomp.write_text(f"JobId=12 UserId=ada(1000) GroupId=ada(1000) Name=eval.sh JobState=COMPLETED Partition=a3 "
+                       f"StartTime={stamp} EndTime={stamp} NodeList=a3-0 NodeCnt=1 WorkDir={work} "
+                       f"SubmitTime={stamp} ExitCode=0:0\n")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "QUEUE_FILE": str(queue_file)}
+    poller = ClusterPoller("c", lambda: SlurmCommands(env, jobcomp_file=jobcomp), Store(tmp_path / "state.db"),
+                           linger=0.1)
+
+    snapshot = poller.snapshot(max_age=0)
+    view = snapshot.views["12"]
+    assert "12" not in snapshot.queued
+    assert (view.state, view.name, view.user, view.exit_code, view.log_path) == ("COMPLETED", "eval.sh", "ada", 0, "")
+    job = ForeignJob("c", view, None, poller)
+    assert job.log_path is None and not job.managed and job.finished
+    log = work / "slurm-12.out"
+    log.write_text("an older job 12's output\n")
+    os.utime(log, (started - 3600, started - 3600))
+    assert job.log_path is None
+    log.write_text("eval done\n")
+    assert job.log_path == log and job.logs() == "eval done\n"

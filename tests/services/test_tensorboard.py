@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import sys
 import urllib.request
 
-import psutil
 import pytest
 
 from jupyter_gtc import api
+from tests.cli_process import running_gtc, wait_gone
 from tests.conftest import small_gpu_spec
 
 pytestmark = pytest.mark.slurm
@@ -40,15 +38,30 @@ def test_tensorboard_serves_the_jobs_scalars_and_stops(finished_job):
     assert not board.running  # gone, or a zombie awaiting its reaper
 
 
-def test_gtc_job_tensorboard_runs_until_interrupted(finished_job):
-    proc = subprocess.Popen([sys.executable, "-m", "jupyter_gtc.cli", "job", "tensorboard", "tb"],
-                            stdout=subprocess.PIPE, text=True, env=os.environ)
-    line = proc.stdout.readline()
-    assert line.startswith("TensorBoard for ") and " at http://127.0.0.1:" in line
-    url = line.split(" at ", 1)[1].split()[0]
-    with urllib.request.urlopen(url, timeout=30) as answer:
-        assert answer.status == 200
-    children = psutil.Process(proc.pid).children(recursive=True)
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=30) == 130
-    assert not [c for c in children if c.is_running() and c.status() != "zombie"]
+@pytest.mark.parametrize("signum, sigint_ignored", [
+    (signal.SIGINT, False),  # Ctrl-C in a terminal
+    (signal.SIGINT, True),   # started from a background job (`make test &`, CI): SIGINT inherited ignored
+    (signal.SIGTERM, True),  # kill, a CI runner's time-out, a service manager
+], ids=["sigint", "sigint-inherited-ignored", "sigterm"])
+def test_gtc_job_tensorboard_runs_until_interrupted(finished_job, signum, sigint_ignored):
+    with running_gtc("job", "tensorboard", "tb", sigint_ignored=sigint_ignored) as gtc:
+        line = gtc.stdout.readline()
+        assert line.startswith("TensorBoard for ") and " at http://127.0.0.1:" in line, line
+        url = line.split(" at ", 1)[1].split()[0]
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            assert answer.status == 200
+        board = gtc.note_descendants()
+        assert board, "no TensorBoard process under gtc"
+        gtc.send_signal(signum)
+        assert gtc.wait(timeout=120) == 128 + signum
+        assert not wait_gone(board, timeout=60)  # it stopped its TensorBoard on the way out
+
+
+def test_a_tensorboard_whose_cli_is_killed_outright_ends_by_itself(finished_job):
+    """SIGKILL gives `gtc` no chance to stop its child; the child notices and ends."""
+    with running_gtc("job", "tensorboard", "tb", sigint_ignored=True) as gtc:
+        assert gtc.stdout.readline().startswith("TensorBoard for ")
+        board = gtc.note_descendants()
+        gtc.kill()
+        gtc.wait(timeout=60)
+        assert not wait_gone(board, timeout=60)

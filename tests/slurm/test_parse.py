@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_gtc.slurm.parse import (
-    parse_gres_gpus, parse_jobcomp, parse_key_values, parse_scontrol_nodes, parse_squeue_json, parse_tres,
+    expand_output_path, parse_gres_gpus, parse_jobcomp, parse_key_values, parse_scontrol_nodes, parse_squeue_json,
+    parse_tres,
 )
 
 MIXED = (
@@ -115,3 +116,26 @@ def test_squeue_json_errors_are_raised_not_read_as_an_empty_queue():
                         "source": "slurm_load_jobs"}], "jobs": []}
     with pytest.raises(SlurmError, match="Unable to contact slurm controller"):
         parse_squeue_json(json.dumps(down))
+
+
+def test_where_a_job_writes_is_expanded_as_slurm_writes_it():
+    jobs = {j.job_id: j for j in parse_squeue_json((DATA / "squeue-22.05.json").read_text())}
+    # squeue --json (22.05) leaves standard_output empty for sbatch's default, relative to the job's folder.
+    assert jobs["1"].log_path == "/work/main/slurm-1.out" and jobs["1"].work_dir == "/work/main"
+    assert jobs["2_1"].log_path == "/work/main/slurm-2_1.out"
+    assert jobs["1"].submit_time is not None
+
+    def where(pattern, **job):
+        return expand_output_path(pattern, **{"work_dir": "/w", "job_id": "42", **job})
+
+    assert where("/logs/%x-%j.%u.log", name="train", user="ada") == "/logs/train-42.ada.log"
+    assert where("out-%A_%a.txt", job_id="45", array_job_id="41", array_task_id=3) == "/w/out-41_3.txt"
+    assert where("o-%5j-%%.log") == "/w/o-00042-%.log"
+    assert where("o-%N.log") == "/w/o-%N.log"  # no node yet: left for a later tick to fill
+    assert where("o-%N.log", node="gpu-1.cluster") == "/w/o-gpu-1.log"
+    assert where(r"/x/o-\%j.log") == "/x/o-%j.log"  # a backslash: taken literally
+
+
+def test_jobcomp_lines_say_where_the_job_ran():
+    [first, *_] = parse_jobcomp((DATA / "jobcomp-22.05.txt").read_text())
+    assert (first.work_dir, first.log_path, first.submit_time is not None) == ("/work/main", "", True)

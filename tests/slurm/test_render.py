@@ -65,3 +65,15 @@ def test_script_chain_quotes_paths_and_stops_at_the_first_failure():
     assert "'/etc/a.sh' || exit $?" in text
     assert "'/odd/it'\\''s here.sh' || exit $?" in text
     assert text.startswith("#!/bin/bash\n") and text.rstrip().endswith("exit 0")
+
+
+def test_scheduling_settings_are_global_lines_before_the_nodes():
+    from jupyter_gtc.spec.cluster import Scheduling
+
+    extra = Scheduling(priority_type="priority/multifactor", priority_weight_age=1000,
+                       preempt_type="preempt/partition_prio", preempt_mode="requeue").slurm_conf()
+    text = render_slurm_conf(layout(extra=extra))
+    conf = conf_lines(text)
+    assert conf["PriorityType"] == "priority/multifactor" and conf["PriorityWeightAge"] == "1000"
+    assert conf["PreemptType"] == "preempt/partition_prio" and conf["PreemptMode"] == "REQUEUE"
+    assert text.index("PreemptMode=") < text.index("NodeName=")

@@ -7,6 +7,7 @@ import copy
 import json
 
 import pytest
+import yaml
 
 from jupyter_gtc.exceptions import SpecError, SpecErrors
 from jupyter_gtc.spec import MACHINE_TYPES, load_cluster_spec, parse_cluster_spec
@@ -123,19 +124,36 @@ def test_login_pool_runs_no_jobs():
     assert "login pool runs no jobs" in only_error(data).expected
 
 
-@pytest.mark.parametrize("name", ["Demo", "toolongname1", "1demo", "a'; echo x", "de mo", ""])
+@pytest.mark.parametrize("name", ["Demo", "toolongname1", "1demo", "a'; echo x", "de mo", "", "demo\n", "\ndemo"])
 def test_bad_display_names_are_refused(name):
     err = only_error(small_gpu_spec(name))
     assert err.field == "display_name" and err.value == name
     assert "lowercase" in err.expected
 
 
-@pytest.mark.parametrize("pool_id", ["GPU", "gpu$(reboot)", "a b", "-x"])
+@pytest.mark.parametrize("pool_id", ["GPU", "gpu$(reboot)", "a b", "-x", "gpu\n"])
 def test_shell_hostile_pool_ids_are_refused(pool_id):
     data = small_gpu_spec("demo")
     data["nodePools"][0]["id"] = pool_id
     data["orchestratorSpec"]["slurmSpec"]["partitions"][0]["nodePoolIds"] = [pool_id]
     assert any(e.field == "node_pools[0].id" and e.value == pool_id for e in errors_of(data))
+
+
+def test_a_trailing_newline_is_refused_in_every_name():
+    """A name ending in a newline (YAML's "gpu\\n", or a |-block) must not become a Slurm node,
+    partition or cluster name: `^...$` with re.match would let it through."""
+    data = small_gpu_spec("demo")
+    data["nodePools"][0]["id"] = "gpu\n"
+    data["orchestratorSpec"]["slurmSpec"]["partitions"][0] = {"id": "train\n", "nodePoolIds": ["gpu\n"]}
+    with pytest.raises(SpecErrors) as info:
+        parse_cluster_spec(data)
+    assert {e.field: e.value for e in info.value.errors} == {
+        "node_pools[0].id": "gpu\n", "orchestrator_spec.slurm_spec.partitions[0].id": "train\n"}
+    assert "- node_pools[0].id: 'gpu\\n' is not valid; use lowercase letters" in str(info.value)
+    rest = {k: v for k, v in small_gpu_spec("x").items() if k != "displayName"}
+    err = only_error('display_name: "abc\\n"\n' + yaml.safe_dump(rest))  # as a user writes it in a cell
+    assert str(err) == ("display_name: 'abc\\n' is not valid; use 1 to 10 lowercase letters, digits or hyphens, "
+                        "starting with a letter")
 
 
 def test_every_problem_is_reported_at_once():

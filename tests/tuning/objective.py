@@ -5,10 +5,13 @@ as cloudml-hypertune does). Standard library only, so a trial starts in millisec
     python objective.py --x=0.3 --y=2 [--steps=3] [--delay=0.05]
 
 Environment knobs for the tests: OBJECTIVE_BAD_AFTER=N makes trials with an id above N report
-a high loss slowly (for early stopping); OBJECTIVE_EXIT=3 makes every trial fail.
+a high loss slowly (for early stopping); OBJECTIVE_EXIT=3 makes every trial fail;
+OBJECTIVE_MEET=N makes a trial wait (up to 60 s) until N trials of its study have started, so
+parallel trials overlap however slowly Slurm starts them.
 Each trial also writes the flags it got and its start/end times to args.json in its folder.
 """
 
+import glob
 import json
 import os
 import random
@@ -27,6 +30,13 @@ def main() -> None:
               "aip_model_dir": os.environ.get("AIP_MODEL_DIR")}
     if os.environ.get("OBJECTIVE_EXIT"):
         sys.exit(int(os.environ["OBJECTIVE_EXIT"]))
+    if os.environ.get("OBJECTIVE_MEET"):
+        here = os.path.normpath(os.environ["GTC_JOB_DIR"])  # <study dir>/<trial id>
+        open(os.path.join(here, "started"), "w").close()
+        deadline = time.time() + 60
+        while (len(glob.glob(os.path.join(os.path.dirname(here), "*", "started"))) < int(os.environ["OBJECTIVE_MEET"])
+               and time.time() < deadline):
+            time.sleep(0.05)
     numbers = [float(v) for v in flags.values() if _is_number(v)]
     loss = sum((v - 0.3) ** 2 for v in numbers) + 0.01 * random.random()
     bad = trial > int(os.environ.get("OBJECTIVE_BAD_AFTER", "1000000"))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from jupyter_gtc.exceptions import SpecErrors
+from jupyter_gtc.exceptions import SpecError, SpecErrors
 from jupyter_gtc.spec.study import (format_flag, parse_tuning_spec, script_from_worker_pools,
                                     worker_pools_from_script)
 
@@ -179,3 +179,107 @@ def test_flags_are_written_as_vertex_writes_them():
     assert format_flag("batch", 32.0) == "--batch=32"
     assert format_flag("layers", 4) == "--layers=4"
     assert format_flag("opt", "a'; echo foo") == "--opt=a'; echo foo"  # one argv entry, never a shell string
+
+
+# -- bad input that must not slip through ------------------------------------------------------
+
+
+def test_ids_with_a_trailing_newline_are_refused():
+    """`^...$` with re.match lets "lr\\n" through; it would become the flag `--lr\\n=0.1`."""
+    found = problems(f'metric: "val_loss:minimize"\nmax_trials: 2\nparameters: {{"lr\\n": {{double: [0, 1]}}}}\n'
+                     f"job: '{JOB}'")
+    assert found == {"parameters.lr\n": "letters, digits, _ . - without spaces, starting with a letter or _ "
+                                         "(it becomes a --flag)"}
+    body = parse_tuning_spec(ISSUE_CELL, metric="val_loss:minimize", max_trials=4).to_vertex()
+    body["studySpec"]["metrics"][0]["metricId"] = "val_loss\n"
+    body["studySpec"]["parameters"][1]["parameterId"] = "layers\n"
+    found = problems(body)
+    assert set(found) == {"study_spec.metrics[0].metric_id", "study_spec.parameters[1].parameter_id"}
+    with pytest.raises(SpecErrors, match=r"study_spec.metrics\[0\].metric_id: 'val_loss\\n' is not valid; a tag"):
+        parse_tuning_spec(body)
+
+
+def test_a_study_name_with_a_trailing_newline_is_refused():
+    from jupyter_gtc import api
+    from jupyter_gtc.exceptions import SpecError
+
+    spec = parse_tuning_spec(ISSUE_CELL, metric="val_loss:minimize", max_trials=4)
+    with pytest.raises(SpecError) as e:  # refused before the cluster is looked at: nothing is recorded
+        api.create_study("any-cluster", spec, name="lr-sweep\n")
+    assert str(e.value) == ("name: 'lr-sweep\\n' is not valid; 1 to 63 letters, digits, '.', '_' or '-', "
+                            "starting with a letter or digit")
+    assert "lr-sweep\n" not in [s.name for s in api.list_studies()]
+
+
+@pytest.mark.parametrize("trial", ["2\n", " 2", "two", "0", "02", True, 0, -1])
+def test_a_trial_id_is_one_the_study_shows(trial):
+    from jupyter_gtc.exceptions import SpecError
+    from jupyter_gtc.services.tuning import Study
+
+    # Checked before the study is asked anything, so no study (and no cluster) is needed here.
+    with pytest.raises(SpecError) as e:
+        Study("lr-sweep", service=None).stop_trial(trial)
+    assert str(e.value) == f"trial: {trial!r} is not valid; a trial id as the study's trials show it: 1, 2, 3, ..."
+
+
+def test_an_environment_variable_name_with_a_newline_is_refused():
+    pools = {"worker_pool_specs": [{"container_spec": {"command": ["python", "t.py"],
+                                                       "env": [{"name": "MODE", "value": "a"},
+                                                               {"name": "X\nrm -rf ~", "value": "b"}]}}]}
+    with pytest.raises(SpecError) as e:
+        script_from_worker_pools(pools)
+    assert (e.value.field, e.value.value) == ("trial_job_spec.worker_pool_specs[0].container_spec.env[1].name",
+                                              "X\nrm -rf ~")
+    assert "an environment variable name: letters, digits and _" in str(e.value)
+    found = problems({"display_name": "v", "max_trial_count": 2, "trial_job_spec": pools, "study_spec": {
+        "metrics": [{"metric_id": "m", "goal": "MINIMIZE"}],
+        "parameters": [{"parameter_id": "x", "double_value_spec": {"min_value": 0, "max_value": 1}}]}})
+    assert "trial_job_spec.worker_pool_specs[0].container_spec.env[1].name" in found
+
+
+def test_a_grid_of_ten_billion_points_is_refused_before_any_point_is_listed():
+    import tracemalloc
+
+    spec = {"metric": "m:minimize", "max_trials": 2, "algorithm": "grid", "job": JOB,
+            "parameters": {"n": {"integer": [0, 1e10]}}}
+    tracemalloc.start()
+    try:
+        with pytest.raises(SpecErrors) as e:
+            parse_tuning_spec(spec)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000  # listing the grid would take hundreds of GB; counting it takes nothing
+    assert [str(err) for err in e.value.errors] == [
+        "parameters.n.integer: [0, 10000000000] is not valid; a grid has at most 100,000 points and n alone has "
+        "10,000,000,001 values; narrow the ranges, list the values to try as a discrete parameter, or use "
+        "algorithm random or bayesian"]
+
+
+def test_a_grid_too_large_as_a_product_says_how_it_adds_up():
+    found = problems(f"metric: m:minimize\nmax_trials: 2\nalgorithm: grid\njob: '{JOB}'\n"
+                     "parameters: {a: {integer: [1, 1000]}, b: {integer: [1, 200]}, c: {categorical: [x, y]}}")
+    assert found == {"parameters": "a grid has at most 100,000 points and this one has a 1,000 x b 200 x c 2; "
+                                   "narrow the ranges, list the values to try as a discrete parameter, or use "
+                                   "algorithm random or bayesian"}
+    from jupyter_gtc.spec.study import grid_size
+
+    spec = parse_tuning_spec(f"metric: m:minimize\nmax_trials: 2\nalgorithm: grid\njob: '{JOB}'\n"
+                             "parameters: {a: {integer: [1, 1000]}, b: {integer: [-4, 4]}, c: {discrete: [1, 2]}}")
+    assert grid_size(spec) == 18_000
+
+
+@pytest.mark.parametrize("srun", [
+    "srun -N 1 --gpus 2 python train.py",
+    "srun -N1 --gpus=2 python train.py",
+    "srun --nodes 1 --ntasks-per-node=1 --gpus-per-node 2 --cpu-bind none python train.py",
+    "srun -l -u -N 1 -K --exclusive --overlap python train.py",  # flags, and options whose value is optional
+    "srun -lN 1 -J trial --label python train.py",  # bundled short options, the last one taking a value
+    "srun --ntasks-per-n 1 python train.py",  # an abbreviation, as getopt_long takes it
+    "srun -N 1 -- python train.py",
+])
+def test_the_vertex_command_is_the_program_without_srun_options_or_their_values(srun):
+    spec = parse_tuning_spec({"metric": "m:minimize", "max_trials": 2, "parameters": {"x": {"double": [0, 1]}},
+                              "job": f'#SBATCH --nodes=1\n{srun} "$@"\n'})
+    pools = spec.to_vertex()["trialJobSpec"]["workerPoolSpecs"]
+    assert pools[0]["containerSpec"]["command"] == ["python", "train.py"]

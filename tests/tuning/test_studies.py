@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from itertools import product
 from pathlib import Path
 
@@ -30,8 +29,9 @@ def args_of(trial) -> dict:
 
 
 def test_a_study_runs_to_completion_with_two_trials_at_a_time(cluster):
+    # Each trial waits until two have started: with two at a time they overlap, whatever the load.
     spec = short_spec("{x: {double: [0, 1]}, y: {double: [-1, 1]}}", trials=6, parallel=2, extra="seed: 7\n",
-                      script=trial_script("--delay=0.2"))
+                      script=trial_script("--delay=0.2", env={"OBJECTIVE_MEET": "2"}))
     study = api.create_study(cluster, spec, name="quadratic")
     assert study.driven and study.sampler.startswith("gp: ")
     study.wait(timeout=90)
@@ -93,16 +93,16 @@ def test_early_stopping_cancels_a_bad_trial_in_slurm(cluster):
     # Trials 1-3 are good and quick; trials 4 and 5 report a high loss every 0.5 s for 30 s.
     spec = short_spec("{x: {double: [0, 1]}}", trials=5, parallel=1, extra="early_stopping: median\n",
                       script=trial_script(env={"OBJECTIVE_BAD_AFTER": "3"}))
-    started = time.monotonic()
-    study = api.create_study(cluster, spec, name="early").wait(timeout=90)
-    assert time.monotonic() - started < 25  # the bad trials did not run their 30 s
+    study = api.create_study(cluster, spec, name="early").wait(timeout=300)
     trials = study.snapshot().trials
     assert [t.state for t in trials] == ["COMPLETE"] * 3 + ["PRUNED"] * 2
     for t in trials[3:]:
         assert t.stopped_early and t.reason == "median rule" and t.latest >= 100
         job = api.get_job(t.job_id, cluster)
-        assert sleep_until(lambda job=job: job.finished, 30) and job.state == "CANCELLED"
-        assert not (Path(t.job_dir) / "args.json").exists()  # killed before its end
+        assert sleep_until(lambda job=job: job.finished, 60) and job.state == "CANCELLED"
+        # Cut short: it never wrote its end, nor got through its 60 reports.
+        assert not (Path(t.job_dir) / "args.json").exists()
+        assert len((Path(t.job_dir) / "hypertune.metrics").read_text().splitlines()) < 60
     assert study.trials["stopped_early"].tolist() == [False] * 3 + [True] * 2
 
 
@@ -159,13 +159,13 @@ def test_resume_after_the_driving_process_dies_loses_no_finished_trial(cluster, 
         assert sleep_until(lambda: "resumable" in [s.name for s in api.list_studies()], 30)
         watched = api.get_study("resumable")
         # A second process sees the study live: trials finish while the other one drives, and
-        # a subscriber here (a panel) gets a snapshot a second from this process's feed.
+        # a subscriber here (a panel) gets snapshots from this process's feed as they change.
         seen = []
         unsubscribe = watched.subscribe(seen.append)
         assert sleep_until(lambda: watched.snapshot().counts["COMPLETE"] >= 2
                            and watched.snapshot().counts["RUNNING"] == 2, 60)
         assert watched.driven
-        assert sleep_until(lambda: seen[-1].counts["COMPLETE"] >= 2, 5) and seen[-1].driven
+        assert sleep_until(lambda: seen and seen[-1].counts["COMPLETE"] >= 2, 60) and seen[-1].driven
         assert len(seen) >= 2
         unsubscribe()
         driver.send_signal(signal.SIGKILL)

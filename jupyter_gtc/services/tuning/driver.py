@@ -24,8 +24,6 @@ trials that were running, and finished trials stay as they were.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 from collections import deque
@@ -306,7 +304,3 @@ class StudyDriver:
                 self._cancel(run, f"study {state.lower()}" + (f": {reason}" if reason else ""))
         self.store.update_study(self.name, state=state, reason=reason)
         return True
-
-
-def this_process() -> tuple[int, str]:
-    return os.getpid(), socket.gethostname()

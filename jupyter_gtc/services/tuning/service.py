@@ -15,17 +15,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..._process import process_alive, this_process
 from ...exceptions import ClusterBusy, GtcError, SpecError, StudyBusy
 from ...spec.cluster import parse_cluster_spec
 from ...spec.study import TuningSpec, parse_tuning_spec
 from ...state import Store
 from ...state.store import StudyRecord
 from . import engine
-from .driver import HEARTBEAT_S, StudyDriver, this_process
+from .driver import HEARTBEAT_S, StudyDriver
 from .study import Study, StudyFeed
-from .trials import FINISHED_STUDY_STATES, StudySnapshot, shown, trial_view
+from .trials import FINISHED_STUDY_STATES, JOB_ID, STOP_REASON, StudySnapshot, shown, trial_view
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")  # with fullmatch: `$` lets "abc\n" through
 NAME_RULE = "1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
 STALE_AFTER_S = 10 * HEARTBEAT_S  # a driver on another host silent this long is taken for dead
 
@@ -46,9 +47,7 @@ class TuningService:
         """Record a new study and start driving it from this process."""
         spec = spec if isinstance(spec, TuningSpec) else parse_tuning_spec(spec)
         name = name or self._free_name(spec)
-        if not NAME_RE.match(name):
-            from ...exceptions import SpecError
-
+        if not NAME_RE.fullmatch(name):
             raise SpecError("name", name, NAME_RULE)
         record = self.store.get_cluster(cluster)  # raises ClusterNotFound, naming the clusters
         if record.state != "RUNNING":
@@ -56,7 +55,7 @@ class TuningService:
         study_dir = self.home / "studies" / name
         storage_path = study_dir / "optuna.db"
         _, sampler_name, why = engine.make_sampler(spec)
-        pid, host = this_process()
+        pid, host = _pid_and_host()
         self.store.add_study(StudyRecord(
             name=name, cluster=cluster, spec=spec.to_json(), state="RUNNING", study_dir=str(study_dir),
             storage=f"sqlite:///{storage_path}", sampler=f"{sampler_name}: {why}", driver_pid=pid, driver_host=host,
@@ -80,7 +79,7 @@ class TuningService:
                 return Study(name, self)
             if record.state in ("SUCCEEDED", "FAILED"):
                 return Study(name, self)  # nothing left to run: a new study tries again
-            pid, host = this_process()
+            pid, host = _pid_and_host()
             holder = self.store.claim_study(name, pid, host, self._holder_alive)
             if holder is not None:
                 raise StudyBusy(f"study {name} is driven by process {holder.driver_pid} on {holder.driver_host}; "
@@ -162,7 +161,7 @@ class TuningService:
     def is_driven(self, record: StudyRecord) -> bool:
         if self._driving_here(record.name):
             return True
-        if record.driver_pid is None or (record.driver_pid, record.driver_host) == this_process():
+        if record.driver_pid is None or (record.driver_pid, record.driver_host) == _pid_and_host():
             return False
         return self._holder_alive(record)
 
@@ -187,23 +186,18 @@ class TuningService:
         return driver is not None and driver.alive
 
     def _holder_alive(self, record: StudyRecord) -> bool:
-        """Whether the process recorded as driving ``record`` still runs: checked directly on
-        this host, by the age of its heartbeat elsewhere."""
-        import psutil
-
+        """Whether the process recorded as driving ``record`` still runs: its pid checked on
+        this host (``process_alive``), and anywhere a heartbeat younger than ``STALE_AFTER_S``."""
         if record.driver_pid is None:
             return False
-        if (record.driver_pid, record.driver_host) == this_process():
+        if (record.driver_pid, record.driver_host) == _pid_and_host():
             return self._driving_here(record.name)
-        if record.driver_host == this_process()[1]:
-            return psutil.pid_exists(record.driver_pid) and time.time() - (record.heartbeat_at or 0) < STALE_AFTER_S
-        return time.time() - (record.heartbeat_at or 0) < STALE_AFTER_S
+        return (process_alive({"pid": record.driver_pid, "host": record.driver_host})
+                and time.time() - (record.heartbeat_at or 0) < STALE_AFTER_S)
 
     def _stop_undriven(self, name: str) -> None:
         """Stop a study that no process drives: cancel its running trials' jobs, record them."""
         import optuna
-
-        from .trials import JOB_ID, STOP_REASON
 
         study = self.optuna_study(name)
         record = self.store.get_study(name)
@@ -222,7 +216,13 @@ class TuningService:
     def _free_name(self, spec: TuningSpec) -> str:
         """The spec's display_name if it makes a valid name, else ``study-<time>``; with a
         number added if a study has that name already."""
-        base = spec.display_name if spec.display_name and NAME_RE.match(spec.display_name) else \
+        base = spec.display_name if spec.display_name and NAME_RE.fullmatch(spec.display_name) else \
             "study-" + time.strftime("%Y%m%d-%H%M%S")
         taken = {r.name for r in self.store.find_studies()}
         return next(n for n in (base, *(f"{base}-{i}" for i in range(2, 10_000))) if n not in taken)
+
+
+def _pid_and_host() -> tuple[int, str]:
+    """This process as a study record names its driver (``driver_pid``, ``driver_host``)."""
+    me = this_process()
+    return me["pid"], me["host"]

@@ -1,6 +1,9 @@
 """``Study``: the handle of a tuning study, backed by the state store and Optuna's storage, so
 it survives a kernel restart and any number of processes can hold one. One of them drives
 it (see ``driver``); the others watch.
+
+A handle asks a ``StudyService`` (what ``service.TuningService`` is) for everything, so this
+module never imports ``service``: the dependency points one way, service -> study.
 """
 
 from __future__ import annotations
@@ -8,26 +11,48 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ...exceptions import GtcError, StudyTimeout
+from ...exceptions import GtcError, SpecError, StudyTimeout
 from ...spec.study import TuningSpec, parse_tuning_spec
+from ...state import Store
 from ...state.store import StudyRecord
 from ..listeners import Listeners
 from .trials import FINISHED_STUDY_STATES, StudySnapshot, TrialView, as_table
 
-if TYPE_CHECKING:
-    from .service import TuningService
-
 Listener = Callable[[StudySnapshot], None]
 FOLLOW_S = 1.0  # how often a watching process re-reads a study it shows
+
+
+class StudyService(Protocol):
+    """What a ``Study`` handle needs of the service that made it."""
+
+    store: Store
+
+    def snapshot(self, name: str) -> StudySnapshot: ...
+    def optuna_study(self, name: str) -> Any: ...
+    def feed(self, name: str) -> StudyFeed: ...
+    def is_driven(self, record: StudyRecord) -> bool: ...
+    def stop(self, name: str) -> None: ...
+    def stop_trial(self, name: str, number: int) -> None: ...
+    def resume(self, name: str) -> Any: ...
+    def to_vertex(self, name: str, image_uri: str | None = None) -> dict[str, Any]: ...
+
+
+def _trial_number(trial: int | str) -> int:
+    """Optuna's number of the trial whose id (as in ``trials``: "1", "2", ...) is ``trial``."""
+    if isinstance(trial, int) and not isinstance(trial, bool) and trial >= 1:
+        return trial - 1
+    if isinstance(trial, str) and trial.isascii() and trial.isdigit() and not trial.startswith("0"):
+        return int(trial) - 1
+    raise SpecError("trial", trial, "a trial id as the study's trials show it: 1, 2, 3, ...")
 
 
 class Study:
     """A tuning study: ``trials``, ``best_trial``, ``wait()``, ``stop()``, ``stop_trial()``,
     ``resume()``, ``to_vertex()``. Cheap to create; every read is fresh."""
 
-    def __init__(self, name: str, service: TuningService):
+    def __init__(self, name: str, service: StudyService):
         self.name = name
         self._service = service
         self._spec: TuningSpec | None = None
@@ -119,7 +144,8 @@ class Study:
     def stop_trial(self, trial: int | str) -> Study:
         """Stop one running trial (by its trial id, as in ``trials``): its job is cancelled and
         it is recorded as pruned, "stopped by the user"."""
-        self._service.stop_trial(self.name, int(trial) - 1)
+        number = _trial_number(trial)
+        self._service.stop_trial(self.name, number)
         return self
 
     def resume(self) -> Study:

@@ -226,7 +226,7 @@ __all__ = [
 def hold_job(ref: str, cluster: str | None = None) -> Job:
     """Keep a pending job from starting until ``release_job`` (squeue's reason becomes
     JobHeldUser, or JobHeldAdmin as root). A running job runs on; the hold applies if it is
-    requeued. A finished job cannot be held (``CommandError``)."""
+    requeued. A finished job cannot be held (``JobStateConflict``, which says its state)."""
     return get_job(ref, cluster).hold()
 
 

@@ -117,9 +117,17 @@ def _wait_for_points(page, minimum: int, timeout: float = 60) -> dict[str, int]:
 
 def _wait_for_saved_outputs(path, timeout: float = 30):
     deadline = time.monotonic() + timeout
+    outputs = "the file was never whole"
     while time.monotonic() < deadline:
-        nb = nbformat.reads(path.read_text(), as_version=4)
-        if any(o.get("output_type") == "display_data" for o in nb.cells[1].get("outputs", [])):
+        try:
+            nb = nbformat.reads(path.read_text(), as_version=4)
+        except nbformat.reader.NotJSONError:
+            # jupyter_server's "atomic" save rewrites the file in place (a backup beside it),
+            # so a read during the save finds it empty or half written: not saved yet.
+            time.sleep(0.2)
+            continue
+        outputs = nb.cells[1].get("outputs", [])
+        if any(o.get("output_type") == "display_data" for o in outputs):
             return nb
         time.sleep(0.2)
-    raise AssertionError(f"{path} was not saved with outputs: {json.dumps(nb.cells[1].get('outputs'))[:500]}")
+    raise AssertionError(f"{path} was not saved with outputs: {json.dumps(outputs)[:500]}")

@@ -149,9 +149,11 @@ class LocalBackend(Backend):
             # A job whose steps have all ended stays COMPLETING a moment (until every node has
             # run its epilog), just after `srun` returned: nothing the scale would cut short,
             # so wait for it to go rather than refuse.
-            completing = ["squeue", "-h", "-t", "COMPLETING", "-o", "%i", "-w", ",".join(removed)]
-            _wait_for(lambda: not commands.run(completing).stdout.split(), READY_TIMEOUT, lambda: ClusterBusy(
-                f"job(s) {', '.join(commands.run(completing).stdout.split())} on nodes {', '.join(removed)} "
+            def completing() -> list[str]:
+                return commands.job_ids(removed, states=["COMPLETING"])
+
+            _wait_for(lambda: not completing(), READY_TIMEOUT, lambda: ClusterBusy(
+                f"job(s) {', '.join(completing())} on nodes {', '.join(removed)} "
                 f"are still completing after {READY_TIMEOUT:.0f} s; scale again when they are gone"))
             busy = commands.job_ids(removed)
             if busy:

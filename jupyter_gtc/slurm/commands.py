@@ -51,11 +51,13 @@ class SlurmCommands:
     def nodes(self) -> list[NodeStatus]:
         return parse_scontrol_nodes(self.run(["scontrol", "-d", "-o", "show", "node"]).stdout)
 
-    def job_ids(self, nodes: list[str] | None = None) -> list[str]:
-        """Ids of jobs not yet finished, optionally only those on ``nodes``."""
+    def job_ids(self, nodes: list[str] | None = None, states: list[str] | None = None) -> list[str]:
+        """Ids of jobs not yet finished, optionally only those on ``nodes`` or in ``states``."""
         argv = ["squeue", "-h", "-o", "%i"]
         if nodes:
             argv += ["-w", ",".join(nodes)]
+        if states:
+            argv += ["-t", ",".join(states)]
         return self.run(argv).stdout.split()
 
     def cancel(self, job_ids: list[str]) -> None:

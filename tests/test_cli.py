@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import small_gpu_spec
+from tests.conftest import sleep_until, small_gpu_spec
 
 
 def gtc(*argv: str, check: bool = False) -> subprocess.CompletedProcess:
@@ -107,6 +107,8 @@ def test_job_verbs(tmp_path, slurm_available):
         follow = subprocess.Popen([sys.executable, "-m", "jupyter_gtc.cli", "job", "logs", "-f", job_id],
                                   stdout=subprocess.PIPE, text=True, env=os.environ)
         api.get_job(job_id).wait_until_running(timeout=30)
+        # RUNNING means allocated: cancel once the script has started (its TaskProlog is done).
+        assert sleep_until(lambda: "started" in api.get_job(job_id).logs(), 60)
         assert gtc("job", "cancel", "sleeper").returncode == 0
         out, _ = follow.communicate(timeout=60)  # -f returns once the job has ended
         assert out.startswith("started")

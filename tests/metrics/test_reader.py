@@ -21,10 +21,17 @@ def test_every_point_once_while_writers_write_and_flush(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
     expected: list[tuple[str, str, int, float]] = []
-    def write(run: str, n: int, seed: int):
+    # The first writer stops twice mid-file until the reader has found new points: two reads
+    # that caught a file while it grew, however the threads are scheduled.
+    caught = [threading.Event(), threading.Event()]
+
+    def write(run: str, n: int, seed: int, pauses: tuple[int, ...] = ()):
         rng = random.Random(seed)
         w = SummaryWriter(str(tmp_path / run), max_queue=rng.randint(1, 50), flush_secs=1)
         for step in range(n):
+            if step in pauses:
+                w.flush()
+                caught[pauses.index(step)].wait(60)
             for tag in ("loss", "lr"):
                 value = seed * 10_000 + step * 0.25  # each writer's points differ
                 w.add_scalar(tag, value, step)
@@ -35,7 +42,7 @@ def test_every_point_once_while_writers_write_and_flush(tmp_path):
         w.close()
 
     def main_writer():
-        write("", 1500, 1)
+        write("", 1500, 1, pauses=(500, 1000))
         second = threading.Thread(target=write, args=("eval/run2", 800, 2))
         second.start()
         write("", 500, 3)          # a restart: a second file in the same run
@@ -48,6 +55,8 @@ def test_every_point_once_while_writers_write_and_flush(tmp_path):
     while writer.is_alive():
         new = reader.read_new()
         reads_mid_write += bool(new)
+        if new and reads_mid_write <= len(caught):
+            caught[reads_mid_write - 1].set()
         got += new
         time.sleep(0.002)
     got += reader.read_new()

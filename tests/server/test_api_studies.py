@@ -89,12 +89,18 @@ def test_the_feed_sends_a_clusters_studies_as_they_change(jupyter_server, rest_c
     try:
         snapshot = stream.next("snapshot")
         assert isinstance(snapshot["studies"], list)
-        spec = short_spec("{x: {double: [0, 1]}}", trials=2, script=trial_script("--steps=10", "--delay=0.3"))
-        api.create_study(rest_cluster.name, spec, name="rest-fed")  # its trials take 3 s: the feed ticks each second
+        # Both trials wait at a gate the test opens once the feed has shown them running.
+        gate = os.path.join(os.environ["GTC_HOME"], "rest-fed-gate")
+        spec = short_spec("{x: {double: [0, 1]}}", trials=2,
+                          script=trial_script("--steps=10", "--delay=0.1", env={"OBJECTIVE_GATE": gate}))
+        api.create_study(rest_cluster.name, spec, name="rest-fed")
+        stream.next("studies", timeout=90, where=lambda d: (s := fed(d)) is not None and s["counts"]["RUNNING"] == 2)
+        open(gate, "w").close()
         last = stream.next("studies", timeout=90, where=lambda d: (s := fed(d)) is not None and s["state"] == "SUCCEEDED")
         assert last["cluster"] == rest_cluster.name
         assert fed(last)["counts"]["COMPLETE"] == 2 and fed(last)["best"] is not None
         seen = [fed(data) for event, data in stream.history if event == "studies" and fed(data)]
         assert any(s["state"] == "RUNNING" and s["counts"]["RUNNING"] == 2 for s in seen), seen  # live, not only at the end
+        assert seen[-1]["state"] == "SUCCEEDED"
     finally:
         stream.close()

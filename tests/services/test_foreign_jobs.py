@@ -83,7 +83,7 @@ def test_a_terminal_job_is_listed_as_not_ours_and_its_log_read_where_slurm_says(
 
 def test_cancel_hold_release_and_requeue_work_on_a_terminal_job(cluster, tmp_path):
     later = terminal_sbatch(cluster, tmp_path, "later.sh", "#!/bin/bash\nsleep 300\n", "--begin=now+3600")
-    running = terminal_sbatch(cluster, tmp_path, "running.sh", "#!/bin/bash\nsleep 300\n", "--requeue")
+    running = terminal_sbatch(cluster, tmp_path, "running.sh", "#!/bin/bash\necho up\nsleep 300\n", "--requeue")
     try:
         api.hold_job(later, cluster)
         assert sleep_until(lambda: slurm_field(cluster, later, "Reason").startswith("JobHeld"), timeout=30)
@@ -92,6 +92,9 @@ def test_cancel_hold_release_and_requeue_work_on_a_terminal_job(cluster, tmp_pat
         assert sleep_until(lambda: slurm_field(cluster, later, "Reason") == "BeginTime", timeout=30)
 
         api.get_job(running, cluster).wait_until_running(timeout=60)
+        # sbatch's default output, slurm-<id>.out beside the script: the script has started.
+        output = tmp_path / f"slurm-{running}.out"
+        assert sleep_until(lambda: output.exists() and "up" in output.read_text(), timeout=60)
         api.requeue_job(running, cluster)
         assert sleep_until(lambda: slurm_field(cluster, running, "Restarts") == "1", timeout=60)
 

@@ -76,6 +76,7 @@ def test_cancel_a_running_job(jobs_cluster):
 def test_requeue_restarts_the_job_with_a_restart_count(jobs_cluster):
     script = '#!/bin/bash\necho "run ${SLURM_RESTART_COUNT:-0}"\n[ -n "$SLURM_RESTART_COUNT" ] || sleep 300\n'
     job = api.submit_job(jobs_cluster, script, ["-J", "requeue-me", "--requeue"]).wait_until_running(timeout=30)
+    assert sleep_until(lambda: "run 0" in job.logs(), 60)  # past its TaskProlog, as a user would see it
     job.requeue()
     job.wait(timeout=120)
     assert job.state == "COMPLETED"
@@ -92,10 +93,12 @@ def test_an_array_is_one_handle_with_a_state_per_task(jobs_cluster):
 
 
 def test_a_dependent_job_waits_for_its_dependency(jobs_cluster):
-    first = api.submit_job(jobs_cluster, "sleep 3", ["-J", "first"])
+    # Held until the dependent job is queued, so the dependency cannot be met before it is seen.
+    first = api.submit_job(jobs_cluster, "sleep 3", ["-J", "first", "--hold"])
     second = api.submit_job(jobs_cluster, "echo second", ["-J", "second", f"--dependency=afterok:{first.id}"])
     reason = slurm(jobs_cluster, "squeue", "-h", "-j", second.id, "-o", "%r").stdout.strip()
     assert reason == "Dependency"
+    first.release()
     second.wait(timeout=60)
     assert first.state == "COMPLETED" and second.state == "COMPLETED"
     assert first.to_json()["elapsed"] >= 2.5

@@ -7,7 +7,8 @@ as cloudml-hypertune does). Standard library only, so a trial starts in millisec
 Environment knobs for the tests: OBJECTIVE_BAD_AFTER=N makes trials with an id above N report
 a high loss slowly (for early stopping); OBJECTIVE_EXIT=3 makes every trial fail;
 OBJECTIVE_MEET=N makes a trial wait (up to 60 s) until N trials of its study have started, so
-parallel trials overlap however slowly Slurm starts them.
+parallel trials overlap however slowly Slurm starts them; OBJECTIVE_GATE=PATH makes a trial
+wait (up to 120 s) until PATH exists, so a test can look at trials while they surely run.
 Each trial also writes the flags it got and its start/end times to args.json in its folder.
 """
 
@@ -37,6 +38,10 @@ def main() -> None:
         while (len(glob.glob(os.path.join(os.path.dirname(here), "*", "started"))) < int(os.environ["OBJECTIVE_MEET"])
                and time.time() < deadline):
             time.sleep(0.05)
+    gate_deadline = time.time() + 120
+    while os.environ.get("OBJECTIVE_GATE") and not os.path.exists(os.environ["OBJECTIVE_GATE"]) \
+            and time.time() < gate_deadline:
+        time.sleep(0.05)
     numbers = [float(v) for v in flags.values() if _is_number(v)]
     loss = sum((v - 0.3) ** 2 for v in numbers) + 0.01 * random.random()
     bad = trial > int(os.environ.get("OBJECTIVE_BAD_AFTER", "1000000"))

@@ -27,13 +27,18 @@ def test_panel_follows_a_job_to_completed_with_its_log(cluster):
     from jupyter_gtc import api
     from jupyter_gtc.widgets import JobPanel
 
-    script = "for i in 1 2 3 4; do echo step $i; sleep 1; done; echo done"
+    # The job waits after its first line until the test has seen it in the panel, so the
+    # panel surely shows a log that grows, however the poller's ticks fall.
+    script = ('echo step 1; until [ -e "$GTC_JOB_DIR/go" ]; do sleep 0.1; done; '
+              'for i in 2 3 4 5; do sleep 1; echo step $i; done; echo done')
     job = api.submit_job(cluster, script, ["--job-name", "steps"])
     panel = JobPanel(job)
     states, logs = [panel.state_label.value], []
     panel.state_label.observe(lambda change: states.append(change["new"]), "value")
     panel.log_html.observe(lambda change: logs.append(change["new"]), "value")
     assert "job " + job.id in panel.title_html.value and "steps" in panel.title_html.value
+    assert sleep_until(lambda: "step 1" in panel.log_html.value, 60), panel.log_html.value
+    (job.job_dir / "go").touch()
 
     assert sleep_until(lambda: not panel.following, 60), panel.state_label.value
     assert states[0] in ("PENDING", "RUNNING") and states[-1] == "COMPLETED", states
@@ -56,6 +61,9 @@ def test_cancel_button_cancels_a_running_job(cluster):
     panel = JobPanel(job)
     job.wait_until_running(60)
     assert sleep_until(lambda: panel.state_label.value == "RUNNING")
+    # RUNNING is Slurm's word for "allocated": the TaskProlog may still be running, and a
+    # cancel then kills it before the script prints. A user cancels what they saw start.
+    assert sleep_until(lambda: "started" in panel.log_html.value, 60), panel.log_html.value
 
     panel.cancel_button.click()
     assert sleep_until(lambda: panel.state_label.value == "CANCELLED", 30), panel.state_label.value
@@ -105,16 +113,32 @@ def test_panel_shows_the_pollers_warning_while_slurm_cannot_be_asked(cluster, tm
     assert sleep_until(lambda: panel.state_label.value == "CANCELLED", 60)
 
 
-def test_panel_grows_a_live_plot_and_a_progress_bar_from_the_jobs_scalars(cluster):
+HALFWAY_TRAINER = """
+import os, time
+from torch.utils.tensorboard import SummaryWriter
+with SummaryWriter(os.environ["AIP_TENSORBOARD_LOG_DIR"], flush_secs=1) as writer:
+    writer.add_scalar("progress/total_steps", 200, 0)
+    for step in range(1, 201):
+        writer.add_scalar("train/loss", 1.0 / step, step)
+        if step == 100:
+            writer.flush()
+            while not os.path.exists(os.path.join(os.environ["GTC_JOB_DIR"], "go")):
+                time.sleep(0.1)
+"""
+
+
+def test_panel_grows_a_live_plot_and_a_progress_bar_from_the_jobs_scalars(cluster, tmp_path):
     import sys
-    from pathlib import Path
 
     from jupyter_gtc import api
     from jupyter_gtc.widgets import JobPanel
     from jupyter_gtc.widgets.plot import LivePlot
 
-    train = Path(__file__).parents[2] / "examples" / "train" / "tiny_regression.py"
-    script = f"#!/bin/bash\n'{sys.executable}' '{train}' --steps 200 --step_delay 0.02\n"
+    # A writer of the scalars a training job writes (tiny_regression.py's tags) that stops
+    # halfway until the test has seen the bar move: the bar must show a fraction in between.
+    trainer = tmp_path / "halfway.py"
+    trainer.write_text(HALFWAY_TRAINER)
+    script = f"#!/bin/bash\n'{sys.executable}' '{trainer}'\n"
     job = api.submit_job(cluster, script, ["--job-name", "scalars"])
     panel = JobPanel(job)
     fractions = []
@@ -123,6 +147,8 @@ def test_panel_grows_a_live_plot_and_a_progress_bar_from_the_jobs_scalars(cluste
     assert sleep_until(lambda: panel.plot_box.children, 120), job.logs()
     [plot] = panel.plot_box.children
     assert isinstance(plot, LivePlot)
+    assert sleep_until(lambda: 0 < panel.progress_bar.value < 1, 120), (panel.progress_bar.value, job.logs())
+    (job.job_dir / "go").touch()
     assert sleep_until(lambda: not panel.following, 120), job.logs()
     assert job.state == "COMPLETED", job.logs()
     assert plot.point_count["train/loss"] == 200 and "progress/total_steps" not in plot.point_count

@@ -132,21 +132,29 @@ def resolve_cluster(name: str | None = None) -> str:
 
 
 def submit_job(cluster: str, script: str | Path, options: list[str] | None = None, *,
-               script_args: list[str] | None = None, env: dict[str, str] | None = None) -> Job:
+               script_args: list[str] | None = None, env: dict[str, str] | None = None,
+               python_env: str | Path | bool | None = None) -> Job:
     """Submit an sbatch script: its text, or a ``Path`` to it. ``options`` are sbatch's
     (``["--nodes=2", "--gpus-per-node=2"]``) and win over the script's ``#SBATCH`` lines. Without
     a job name in either, a script file names the job (``train.sbatch``), as sbatch does; a
     script's text makes a job named ``job``. The job gets its own folder
     ``<GTC_HOME>/jobs/<cluster>/<name>-<time>/`` with ``model/``, ``checkpoints/``, ``logs/``
     and the ``AIP_*`` variables pointing at them. ``script_args`` reach the script as ``"$@"``;
-    ``env`` adds variables to the job's environment."""
+    ``env`` adds variables to the job's environment.
+
+    ``python_env``: the Python environment (a venv or conda folder, or its ``bin/python``) put
+    first on the job's PATH, with ``VIRTUAL_ENV`` for a venv, so ``python``, ``torchrun`` and the
+    like in the job are that environment's; ``"none"`` (or False) leaves sbatch's PATH as it is.
+    By default ``$GTC_JOB_PYTHON_ENV`` if set, else this interpreter's environment.
+    ``job.python_env`` says which one a job got."""
     default_name = "job"
     if isinstance(script, Path):
         try:
             script, default_name = script.read_text(), script.name
         except OSError as e:
             raise GtcError(f"cannot read {script}: {e.strerror}") from None
-    return _jobs().submit(cluster, script, options, script_args=script_args, env=env, default_name=default_name)
+    return _jobs().submit(cluster, script, options, script_args=script_args, env=env, default_name=default_name,
+                          python_env=python_env)
 
 
 def get_job(ref: str, cluster: str | None = None) -> Job:

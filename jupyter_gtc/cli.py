@@ -15,7 +15,7 @@ import threading
 import time
 
 from . import api
-from .exceptions import GtcError
+from .exceptions import GtcError, SpecError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,12 +114,15 @@ def _parser() -> argparse.ArgumentParser:
     jv = job.add_subparsers(title="job commands", metavar="VERB")
 
     submit = jv.add_parser(
-        "submit", usage="gtc job submit FILE [--cluster C] [--wait] [SBATCH OPTION ...]",
+        "submit", usage="gtc job submit FILE [--cluster C] [--wait] [--python-env PATH|none] [SBATCH OPTION ...]",
         help="submit an sbatch script; other options go to sbatch and win over its #SBATCH lines",
         epilog="example: gtc job submit examples/jobs/hello.sbatch --nodes 2 --gpus-per-node 2")
     submit.add_argument("file", help="sbatch script, e.g. examples/jobs/hello.sbatch")
     submit.add_argument("--cluster", help="the cluster (default: the only one)")
     submit.add_argument("--wait", action="store_true", help="wait for the job to finish, then print its log")
+    submit.add_argument("--python-env", dest="python_env", metavar="PATH|none",
+                        help="the Python environment first on the job's PATH (a venv or conda folder); 'none' "
+                             "leaves sbatch's PATH as it is; default: $GTC_JOB_PYTHON_ENV, else gtc's own")
     submit.set_defaults(func=_job_submit, passes_options_on=True)
 
     jlist = jv.add_parser("list", help="every job of the clusters, newest first: ours, and others' (a terminal's "
@@ -254,7 +257,13 @@ def _delete(args) -> None:
 def _job_submit(args) -> None:
     from pathlib import Path
 
-    job = api.submit_job(api.resolve_cluster(args.cluster), Path(args.file), args.extra)  # named after the file
+    try:
+        job = api.submit_job(api.resolve_cluster(args.cluster), Path(args.file), args.extra,  # named after the file
+                             python_env=args.python_env)
+    except SpecError as e:
+        if e.field != "python_env":
+            raise
+        raise SpecError("--python-env", e.value, e.expected) from None
     print(f"submitted job {job.id} ({job.name}) to {job.cluster}; output in {job.job_dir}")
     if args.wait:
         _wait_and_print(job)

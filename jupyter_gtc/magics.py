@@ -24,7 +24,7 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 
 from . import api
-from .exceptions import GtcError
+from .exceptions import GtcError, SpecError
 
 
 @magics_class
@@ -56,17 +56,22 @@ class GtcMagics(Magics):
     @cell_magic
     @magic_arguments()
     @argument("--cluster", help="the cluster to submit to; default: the one used last, or the only one")
+    @argument("--python-env", dest="python_env", metavar="PATH|none",
+              help="the Python environment first on the job's PATH (a venv or conda folder); 'none' leaves "
+                   "sbatch's PATH as it is; default: $GTC_JOB_PYTHON_ENV, else this kernel's environment")
     def sbatch(self, line: str, cell: str):
-        """Submit the cell as an sbatch script. Every option other than --cluster goes to
-        sbatch and wins over the script's #SBATCH lines, e.g.
-        ``%%sbatch --nodes 2 --gpus-per-node 2 --job-name pretrain``.
+        """Submit the cell as an sbatch script. Every option other than --cluster and
+        --python-env goes to sbatch and wins over the script's #SBATCH lines, e.g.
+        ``%%sbatch --nodes 2 --gpus-per-node 2 --job-name pretrain``. The job runs with this
+        kernel's Python environment first on its PATH (``python``, ``torchrun`` are the kernel's).
         Shows the job's live panel; ``job = _`` in the next cell gives the ``api.Job``."""
-        # Only --cluster is ours; everything else is sbatch's, passed on as a list (never
-        # through a shell).
+        # Only --cluster and --python-env are ours; everything else is sbatch's, passed on as a
+        # list (never through a shell).
         args, options = self.sbatch.parser.parse_known_args(_split(line, "%%sbatch"))
         with _usage_errors():
             cluster = self._cluster(args.cluster)
-            job = api.submit_job(cluster, cell, options)
+            with _option_named("python_env", "--python-env"):
+                job = api.submit_job(cluster, cell, options, python_env=args.python_env)
         self.current_cluster = cluster
         return job
 
@@ -77,12 +82,14 @@ class GtcMagics(Magics):
     @argument("--cluster", help="default: the cluster used last, or the only one")
     def squeue(self, line: str):
         """Every job the cluster's Slurm knows (anyone's: ``managed`` is False for a job not
-        submitted through jupyter_gtc, such as a terminal's sbatch), finished ones for a while."""
+        submitted through jupyter_gtc, such as a terminal's sbatch), finished ones for a while.
+        A job's exit code is an integer, blank until it has one."""
         args = _parse(self.squeue, line)
         with _usage_errors():
             cluster = self._cluster(args.cluster)
             rows = [{"job_id": j.id, "name": j.name, "user": j.user or "", "state": j.state, "nodes": j.nodes,
-                     "reason": j.reason or "", "exit_code": j.exit_code, "managed": j.managed}
+                     "reason": j.reason or "", "exit_code": "" if j.exit_code is None else j.exit_code,
+                     "managed": j.managed}
                     for j in api.cluster_queue(cluster)]
         self.current_cluster = cluster
         return _table(rows, ["job_id", "name", "user", "state", "nodes", "reason", "exit_code", "managed"])
@@ -209,6 +216,17 @@ def _usage_errors() -> Iterator[None]:
         yield
     except GtcError as e:
         raise UsageError(str(e)) from None
+
+
+@contextmanager
+def _option_named(field: str, option: str) -> Iterator[None]:
+    """A ``SpecError`` in the api's ``field`` names the magic's ``option`` instead."""
+    try:
+        yield
+    except SpecError as e:
+        if e.field != field:
+            raise
+        raise SpecError(option, e.value, e.expected) from None
 
 
 def _cluster_names() -> list[str]:

@@ -7,6 +7,7 @@ declare -A want=(
   [munged]=munge [slurmctld]=slurmctld [slurmd]=slurmd [sbatch]=slurm-client
   [tini]=tini [unshare]=util-linux [nsenter]=util-linux [ip]=iproute2 [npm]=npm
   [chromium]=chromium  # the browser tests drive it with Playwright (tests/browser/)
+  [runuser]=util-linux [setfacl]=acl  # tests/non_root.py runs a normal user's cluster as gtc-test
 )
 missing=()
 for program in "${!want[@]}"; do

@@ -120,7 +120,7 @@ def test_job_verbs(tmp_path, slurm_available):
         assert ran.returncode == 0 and "from a hostile path" in ran.stdout
 
         bad = gtc("job", "submit", str(script), "--cluster", "clijobs", "--gpus-per-node=99")
-        assert bad.returncode == 1 and "Requested node configuration is not available" in bad.stderr
+        assert bad.returncode == 1 and "a3-highgpu-8g nodes with 8 GPUs; --gpus-per-node=99 asks for 99" in bad.stderr
     finally:
         api.delete_cluster("clijobs")
 

@@ -272,3 +272,45 @@ def test_gtc_cluster_shows_progress_below_the_cell(shell, slurm_available):
         assert progress.message_label.value.startswith("creating cluster progress: done in")
     finally:
         api.delete_cluster("progress")
+
+
+def test_squeue_shows_exit_codes_as_integers_and_blank_until_there_is_one(shell, magics):
+    failed = submit(shell, "--job-name exits3", "exit 3").wait(60)
+    done = submit(shell, "--job-name exits0", "true").wait(60)
+    running = submit(shell, "--job-name runs", "sleep 300").wait_until_running(60)
+    try:
+        queue = shell.run_line_magic("squeue", "")
+        codes = {r["job_id"]: r["exit_code"] for r in records(queue)}
+        assert (codes[failed.id], codes[done.id], codes[running.id]) == (3, 0, "")
+        assert type(codes[failed.id]) is int
+        shown = queue._repr_html_()  # what the notebook shows
+        assert "<td>3</td>" in shown and "NaN" not in shown and "3.0" not in shown
+    finally:
+        running.cancel().wait(60)
+
+
+def test_sbatch_runs_the_kernels_python_unless_told_otherwise(shell, magics, monkeypatch, capsys):
+    import sys
+    from pathlib import Path
+
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("the tests do not run in a venv")
+    monkeypatch.delenv("GTC_JOB_PYTHON_ENV", raising=False)
+    script = "#!/bin/bash\nsrun python -c 'import sys; print(sys.prefix)'"
+    job = submit(shell, "--job-name kernels-python", script).wait(60)
+    assert job.logs() == f"{sys.prefix}\n" and job.python_env == Path(sys.prefix)
+    plain = submit(shell, "--python-env none --job-name sbatch-path", "true").wait(60)
+    assert plain.state == "COMPLETED" and plain.python_env is None
+    with pytest.raises(UsageError, match=r"^--python-env: '/usr/share' is not valid; a Python environment: a venv"):
+        shell.run_cell_magic("sbatch", "--python-env /usr/share", "true")
+    shell.run_cell("%%sbatch?")
+    assert "--python-env PATH|none" in capsys.readouterr().out
+
+
+def test_gtc_tune_takes_a_tensorboard_tag_with_a_slash(shell, magics):
+    report = ': "$@"; printf \'{"train/loss": "%s", "global_step": "1"}\\n\' 0.25 > "$CLOUD_ML_HP_METRIC_FILE"'
+    cell = f"parameters: {{x: {{double: [0, 1]}}}}\njob: {json.dumps(report)}\n"
+    study = shell.run_cell_magic("gtc_tune", "--metric train/loss:minimize --trials 1 --parallel 1 --name slash-tag",
+                                 cell)
+    assert study.spec.metric.metric_id == "train/loss"
+    assert study.wait(120).state == "SUCCEEDED" and study.best_trial.value == 0.25

@@ -16,11 +16,24 @@ We hold the PID of the ``unshare`` process, with its start time so a recycled PI
 never mistaken for ours, in ``<run_dir>/<label>.json``. A process killed between starting a
 daemon and writing that file leaves one no label holds; each daemon's environment names
 its label (``GTC_DAEMON``), so ``stop_unrecorded`` still finds it.
+
+Run by a normal user (not root), the same namespaces are made inside a user namespace
+(``isolation() == "userns"``): ``unshare --user --map-root-user`` makes the user root of the
+namespace, which node_init.sh needs for its bind mounts, and node_init.sh's ``--as-user`` then
+enters a second user namespace that maps that root back to the user, so every daemon, and
+every job, runs as the user and knows it (Slurm would not run as a mapped root: slurmd
+cannot drop supplementary groups there and stops). Where the kernel allows no user
+namespaces (``isolation() == "none"``) each daemon is a plain process in a session of its
+own, under ``tini -s``: a child subreaper, so the slurmstepds that double-fork out of
+slurmd's tree land in tini's, not init's, and stopping the node kills that whole tree. Such
+nodes share this machine's /etc/hosts and mount nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import signal
 import time
 from collections.abc import Sequence
@@ -29,46 +42,86 @@ from pathlib import Path
 import psutil
 
 from .. import _process
+from ..exceptions import CommandError
 
 MARK = "GTC_DAEMON"  # <run_dir>/<label>, in the environment of the daemon and its children
 WRAPPER = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc", "--propagation=private"]
+USER_WRAPPER = ["unshare", "--user", "--map-root-user", *WRAPPER[1:]]
+PLAIN_WRAPPER = ["tini", "-s", "--"]  # no namespaces: tini as the subreaper of the daemon's tree
 NODE_INIT = Path(__file__).with_name("node_init.sh")
+
+
+@functools.cache
+def isolation() -> str:
+    """How this process's daemons are kept apart: ``"root"`` (PID and mount namespaces),
+    ``"userns"`` (the same, inside user namespaces: a normal user where the kernel allows
+    it) or ``"none"`` (plain processes). Probed once, with the very commands a node uses."""
+    if os.geteuid() == 0:
+        return "root"
+    probe = [*USER_WRAPPER, *_as_user(), "true"]
+    try:
+        return "userns" if _process.run(probe, timeout=10, check=False).returncode == 0 else "none"
+    except CommandError:  # unshare missing (problems() says so) or hung
+        return "none"
+
+
+def _as_user() -> list[str]:
+    """The command that turns a user namespace's root back into this process's user."""
+    return ["unshare", "--user", f"--map-user={os.geteuid()}", f"--map-group={os.getegid()}", "--"]
 
 
 def start(label: str, argv: list[str], run_dir: Path, log_file: Path, env: dict[str, str],
           prefix: list[str] | None = None, hostname: str | None = None, hosts_file: Path | None = None,
           mounts: Sequence[tuple[Path, str]] = (), startup: tuple[Path, Path] | None = None,
-          status_file: Path | None = None) -> int:
+          status_file: Path | None = None, plain: bool = False) -> int:
     """Start ``argv`` as ``label``. ``prefix`` runs it elsewhere (``nsenter --net=...``);
     ``hostname`` gives it a UTS namespace of its own with that name; ``hosts_file`` is
     what it and its children see as /etc/hosts; each ``(folder, path)`` of ``mounts`` is
     mounted at ``path`` for it alone; ``startup`` is a ``(script, log)`` run first (a pool's
-    startup script); ``status_file`` receives its exit code, or 0 (see node_init.sh)."""
-    wrapped = [*(prefix or []), *WRAPPER, *(["--uts"] if hostname else []), "tini", "--"]
+    startup script); ``status_file`` receives its exit code, or 0 (see node_init.sh).
+    ``plain``: no namespaces for this one, whatever ``isolation()`` says (a normal user's
+    munged, which in a user namespace would find root's folders owned by nobody)."""
+    mode = "plain" if plain else isolation()
+    if mode in ("plain", "none") and (prefix or hostname or hosts_file or mounts):
+        raise ValueError(f"{label}: a plain process has no namespaces for a prefix, hostname or mounts")
     init = [*(["--hosts", str(hosts_file)] if hosts_file else []), *(["--hostname", hostname] if hostname else [])]
     for folder, path in mounts:
         init += ["--mount", str(folder), path]
+    if mode == "userns":
+        init += ["--as-user", str(os.geteuid()), str(os.getegid())]
     if startup:
         init += ["--startup", str(startup[0]), str(startup[1])]
     if status_file:
         init += ["--status", str(status_file)]
+    wrapped = [*(prefix or [])]
+    if mode in ("root", "userns"):
+        wrapped += [*(WRAPPER if mode == "root" else USER_WRAPPER), *(["--uts"] if hostname else []), "tini", "--"]
+    else:
+        wrapped += PLAIN_WRAPPER
     if init:
         wrapped += ["sh", str(NODE_INIT), *init, "--"]
     pid = _process.start_daemon([*wrapped, *argv], log_file=log_file, env={**env, MARK: str(run_dir / label)})
     started = psutil.Process(pid).create_time()
-    (run_dir / f"{label}.json").write_text(json.dumps({"pid": pid, "started": started, "argv": argv}))
+    (run_dir / f"{label}.json").write_text(json.dumps({
+        "pid": pid, "started": started, "argv": argv, "namespaces": mode in ("root", "userns")}))
     return pid
 
 
 def find(label: str, run_dir: Path) -> psutil.Process | None:
-    """The live wrapper process of ``label``, or None."""
+    """The live wrapper process of ``label`` (``unshare``, or tini for a plain one), or None."""
+    info = _record(label, run_dir)
+    return info[0] if info else None
+
+
+def _record(label: str, run_dir: Path) -> tuple[psutil.Process, bool] | None:
+    """``label``'s live wrapper process and whether it holds namespaces, or None."""
     _process.reap_exited()
     try:
         info = json.loads((run_dir / f"{label}.json").read_text())
         proc = psutil.Process(info["pid"])
         if abs(proc.create_time() - info["started"]) > 0.01 or proc.status() == psutil.STATUS_ZOMBIE:
             return None
-        return proc
+        return proc, info.get("namespaces", True)  # files from before the key: always namespaces
     except (OSError, ValueError, KeyError, TypeError, psutil.Error):
         return None
 
@@ -80,19 +133,50 @@ def labels(run_dir: Path) -> list[str]:
 def stop(label: str, run_dir: Path, grace: float = 0.0) -> None:
     """Stop ``label`` and everything in its namespace. With ``grace``, the daemon first gets
     SIGTERM and that many seconds to exit cleanly (slurmctld saves its state then)."""
-    wrapper = find(label, run_dir)
-    if wrapper is not None:
-        init = _namespace_init(wrapper)
+    record = _record(label, run_dir)
+    if record is not None:
+        wrapper, namespaces = record
+        init = _namespace_init(wrapper) if namespaces else wrapper
         if grace > 0 and init is not None:
             _signal(init, signal.SIGTERM)  # tini passes it on to the daemon
             _wait_gone(wrapper, grace)
-        if _alive(wrapper):
+        if namespaces and _alive(wrapper):
             for proc in (init, wrapper):
                 if proc is not None:
                     _signal(proc, signal.SIGKILL)
             _wait_gone(wrapper, 10)
+        elif not namespaces:
+            _kill_tree([wrapper])
     (run_dir / f"{label}.json").unlink(missing_ok=True)
     _process.reap_exited()
+
+
+def _kill_tree(roots: list[psutil.Process]) -> None:
+    """Kill ``roots`` and all their descendants: what stopping a plain daemon (tini, the
+    subreaper of everything the daemon started) must do without a PID namespace to end.
+    Each is stopped first and the trees looked at again, so nothing forks out of reach."""
+    stopped: dict[int, psutil.Process] = {}
+    for _ in range(5):
+        found = [p for p in _tree(roots) if p.pid not in stopped]
+        if not found:
+            break
+        for proc in found:
+            _signal(proc, signal.SIGSTOP)
+            stopped[proc.pid] = proc
+    for proc in stopped.values():
+        _signal(proc, signal.SIGKILL)
+    psutil.wait_procs(list(stopped.values()), timeout=10)
+
+
+def _tree(roots: list[psutil.Process]) -> list[psutil.Process]:
+    found = {}
+    for root in roots:
+        try:
+            for proc in [root, *root.children(recursive=True)]:
+                found[proc.pid] = proc
+        except psutil.Error:
+            continue
+    return [p for p in found.values() if _alive(p)]
 
 
 def stop_unrecorded(run_dir: Path) -> list[str]:
@@ -102,18 +186,15 @@ def stop_unrecorded(run_dir: Path) -> list[str]:
     for label in labels(run_dir):
         wrapper = find(label, run_dir)
         if wrapper is not None:
-            try:
-                held |= {wrapper.pid, *(child.pid for child in wrapper.children(recursive=True))}
-            except psutil.Error:
-                pass
+            held |= {p.pid for p in _tree([wrapper])}
     found = {}
     for proc in psutil.process_iter(["environ"]):
         mark = (proc.info["environ"] or {}).get(MARK, "")
         if mark.startswith(f"{run_dir}/") and proc.pid not in held:
             found[proc] = mark.rsplit("/", 1)[-1]
-    for proc in found:
-        _signal(proc, signal.SIGKILL)  # the wrapper's death ends its namespace, the others with it
-    psutil.wait_procs(list(found), timeout=10)
+    # A wrapper's death ends its namespace, and what is in it; a plain one (tini) leaves its
+    # tree behind, so the trees go first.
+    _kill_tree(list(found))
     return sorted(set(found.values()))
 
 

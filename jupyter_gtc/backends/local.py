@@ -5,7 +5,8 @@ One munged, one slurmctld and one slurmd per node, all under ``<GTC_HOME>/cluste
     etc/        slurm.conf, gres.conf, prolog/epilog chains and the spec's scripts (startup/
                 holds each pool's startup script), and the nodes' /etc/hosts, which names
                 every node (see hosts.py)
-    munge/      the cluster's key (its socket lives in /run/jupyter_gtc/<hash>/, see below)
+    munge/      the cluster's key, and a normal user's munged socket (root's lives in
+                /run/jupyter_gtc/<hash>/, see _munge_socket_dir)
     run/        our PID files (see daemons.py)      state/  slurmctld's saved state
     spool/<n>/  each slurmd's spool                 log/    every daemon's log, and
                                                             startup-<n>.log
@@ -13,7 +14,16 @@ One munged, one slurmctld and one slurmd per node, all under ``<GTC_HOME>/cluste
     storage/    the spec's filestores, lustres and home storage, mounted on the nodes (storage.py)
 
 Nodes declare the machine type's sizes (``SlurmdParameters=config_overrides``), scaled by
-the spec's ``local.resource_scale``. All daemons of all local clusters run as root.
+the spec's ``local.resource_scale``.
+
+Every daemon of a cluster runs as the user who created it. As root, each node has PID and
+mount namespaces (daemons.py) and may have a network namespace (netns.py). As a normal user,
+``SlurmUser`` and ``SlurmdUser`` are that user, the ports are unprivileged ones like all
+ports here, munged runs as a plain process with its socket under ``munge/``, and the
+nodes' namespaces are made inside user namespaces where the kernel allows them; network
+namespaces need root. Such a cluster runs only that user's jobs: ``etc/job_submit.lua``
+refuses anyone else's at submit (a slurmd that is not root cannot start a job as another
+user), and only that user (or root) may scale or delete it.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import pwd
 import shutil
 import socket
 import time
@@ -32,8 +43,8 @@ from ..exceptions import BackendUnavailable, ClusterBusy, ClusterStartError, Com
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import NodeStatus
 from ..slurm.render import (
-    UNSAFE_IN_CONF, NodeDecl, PartitionDecl, SlurmLayout, render_gres_conf, render_script_chain, render_slurm_conf,
-    render_task_prolog,
+    UNSAFE_IN_CONF, NodeDecl, PartitionDecl, SlurmLayout, render_gres_conf, render_job_submit_lua,
+    render_script_chain, render_slurm_conf, render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
 from . import daemons, hosts, netns, storage
@@ -47,6 +58,16 @@ REQUIRED_PROGRAMS = {
 MAX_NODES = 64
 READY_TIMEOUT = 60.0
 STARTUP_TIMEOUT = 600.0  # a pool's startup script may install things; Vertex's VMs give it as long
+SOCKET_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path holds 108, with its NUL)
+NO_USERNS = ("this machine allows no user namespaces (sysctl user.max_user_namespaces is 0, or a "
+             "security policy forbids them), so a normal user's nodes are plain processes")
+
+
+def daemon_path() -> str:
+    """This process's PATH with the system folders Debian installs daemons in (munged,
+    slurmctld, slurmd are in /usr/sbin), which a normal user's PATH leaves out."""
+    folders = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return os.pathsep.join([*folders, *(f for f in ("/usr/sbin", "/sbin") if f not in folders)])
 
 
 class LocalBackend(Backend):
@@ -59,12 +80,9 @@ class LocalBackend(Backend):
 
     def problems(self) -> list[str]:
         found = []
-        missing = sorted({pkg for prog, pkg in REQUIRED_PROGRAMS.items() if shutil.which(prog) is None})
+        missing = sorted({pkg for prog, pkg in REQUIRED_PROGRAMS.items() if shutil.which(prog, path=daemon_path()) is None})
         if missing:
             found.append(f"programs missing; install them with: apt-get install -y {' '.join(missing)}")
-        if os.geteuid() != 0:
-            found.append("the local backend must run as root: it starts Slurm's daemons as root, each node "
-                         "in its own PID namespace; run as root, or use an existing cluster (slurm backend)")
         bad = sorted(set(str(self.home)) & UNSAFE_IN_CONF)
         if bad:
             found.append(f"GTC_HOME {str(self.home)!r} contains {''.join(bad)!r}, which Slurm's config files "
@@ -76,12 +94,35 @@ class LocalBackend(Backend):
         if total > MAX_NODES:
             raise SpecErrors([SpecError("node_pools[].scaling_spec.min_node_count", total,
                                         f"the local backend runs at most {MAX_NODES} nodes in all")])
+        if spec.local.network == "namespaces" and os.geteuid() != 0:
+            raise SpecErrors([SpecError("local.network", "namespaces",
+                                        f"it needs root (it makes a bridge, veth pairs and a network namespace "
+                                        f"per node) and this process runs as {_user_name()}; use local.network: "
+                                        "host (every node on this machine's network, the default), or run as "
+                                        "root (`jupyter lab --allow-root`)")])
         if spec.local.network == "namespaces" and shutil.which("ip") is None:
             raise SpecErrors([SpecError("local.network", "namespaces",
                                         "it needs the `ip` program (apt-get install -y iproute2); or use host")])
         errors = storage.check(spec, storage.protected_paths(self.home))
+        if os.geteuid() != 0 and not errors:
+            errors = self._check_spec_as_user(spec)
         if errors:
             raise SpecErrors(errors)
+
+    def _check_spec_as_user(self, spec: ClusterSpec) -> list[SpecError]:
+        """What a normal user cannot have that root can: storage mounts without user
+        namespaces, mount paths it cannot make, a munge socket path too long for the kernel."""
+        socket_path = _munge_socket_dir(self.home / "clusters" / spec.name) / "munge.socket"
+        if len(str(socket_path).encode()) > SOCKET_PATH_MAX:
+            return [SpecError("display_name", spec.name,
+                              f"munge's socket would be {socket_path}, longer than the {SOCKET_PATH_MAX} bytes a "
+                              "socket path may have; choose a shorter name, or set GTC_HOME to a shorter path")]
+        if daemons.isolation() == "none":
+            return [SpecError(m.field if m.field == storage.HOME_FIELD else f"{m.field}.mount_path", m.path,
+                              f"mounting it needs a mount namespace, and {NO_USERNS}; run as root, allow user "
+                              "namespaces (sysctl -w user.max_user_namespaces=15000), or leave the storage out")
+                    for pool in spec.compute_pools() for m in storage.pool_mounts(spec, pool, Path("/"))]
+        return storage.check_makeable(spec)
 
     def not_applied(self, spec: ClusterSpec) -> list[NotApplied]:
         found = []
@@ -113,6 +154,10 @@ class LocalBackend(Backend):
         if spec.runtime_spec is not None and spec.runtime_spec.service_account is not None:
             found.append(NotApplied("runtime_spec.service_account",
                                     "jobs run as the user who submits them; there are no service accounts here"))
+        if spec.local.network == "host" and os.geteuid() != 0 and daemons.isolation() == "none":
+            found.append(NotApplied("local.network", f"{NO_USERNS}: the nodes share this machine's /etc/hosts, so "
+                                    "node names do not resolve in jobs (use 127.0.0.1), and deleting the cluster "
+                                    "finds a job's processes by its node's label, not by a PID namespace"))
         return found
 
     # -- lifecycle ------------------------------------------------------------------
@@ -125,6 +170,7 @@ class LocalBackend(Backend):
             progress(f"warning: not applied locally: {item}")
         root = self.home / "clusters" / spec.name
         runtime["dir"] = str(root)
+        runtime["user"] = {"uid": os.geteuid(), "name": _user_name()}  # whom every daemon runs as
         if root.exists():
             self._remove(root)  # left by a create that died before it was recorded
         for sub in ("etc", "run", "state", "log", "spool", "gpus"):
@@ -143,6 +189,7 @@ class LocalBackend(Backend):
         self._apply(spec, runtime, progress, restart_controller=False)
 
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        _check_owner(old, runtime, "scale", allow_root=False)  # root's daemons would not run as the user
         removed = sorted(set(_node_names(old)) - set(_node_names(new)))
         if removed:
             commands = self.commands(runtime)
@@ -168,6 +215,7 @@ class LocalBackend(Backend):
             raise
 
     def delete(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        _check_owner(spec, runtime, "delete", allow_root=True)
         root = Path(runtime.get("dir") or self.home / "clusters" / spec.name)
         runtime = {**runtime, "dir": str(root)}  # a create killed before it recorded the folder
         run = root / "run"
@@ -199,7 +247,8 @@ class LocalBackend(Backend):
         details = {"controller": f"{net.gateway if net else runtime.get('hostname')}:{runtime.get('controller_port')}",
                    "network": f"namespaces on {net.bridge} ({net.gateway}/24)" if net else "host",
                    "slurm_conf": str(Path(runtime["dir"]) / "etc" / "slurm.conf"),
-                   "gpu_backing": runtime.get("gpu_backing", "none")}
+                   "gpu_backing": runtime.get("gpu_backing", "none"),
+                   "runs_as": (runtime.get("user") or {}).get("name", "root")}
         mounts = storage.describe(spec, Path(runtime["dir"]))
         if mounts:
             details["storage"] = mounts
@@ -219,7 +268,7 @@ class LocalBackend(Backend):
         """Make the running daemons match ``spec``: write the config, stop nodes that are not
         in it, (re)start slurmctld, start nodes that are missing, wait until all are ready."""
         root = Path(runtime["dir"])
-        run, env = root / "run", self.client_env(runtime)
+        run, env = root / "run", {**self.client_env(runtime), "PATH": daemon_path()}
         wanted = _node_names(spec)
         ports, slots = runtime["node_ports"], runtime.setdefault("node_slots", {})
         net = _net(runtime)
@@ -264,7 +313,9 @@ class LocalBackend(Backend):
             (root / "spool" / name).mkdir(parents=True, exist_ok=True)
             argv, log = ["slurmd", "-D", "-N", name], root / "log" / f"slurmd-{name}.out"
             if net is None:
-                daemons.start(f"slurmd-{name}", argv, run, log, env, hosts_file=hosts_file,
+                # Without namespaces (a normal user, no user namespaces) nodes share /etc/hosts.
+                daemons.start(f"slurmd-{name}", argv, run, log, env,
+                              hosts_file=hosts_file if daemons.isolation() != "none" else None,
                               **self._node_init(spec, root, name))
                 continue
             if not netns.node_exists(net, name):
@@ -303,7 +354,9 @@ class LocalBackend(Backend):
             controller_addr=net.gateway if net else "127.0.0.1", controller_port=runtime["controller_port"],
             munge_socket=Path(runtime["munge_socket_dir"]) / "munge.socket", nodes=tuple(nodes),
             partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog,
-            extra=scheduling.slurm_conf() if scheduling else {})
+            extra=scheduling.slurm_conf() if scheduling else {}, slurm_user=_owner(runtime)["name"])
+        if layout.slurm_user != "root":
+            _atomic_write(etc / "job_submit.lua", render_job_submit_lua(_owner(runtime)["uid"], layout.slurm_user))
         _atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
         _atomic_write(etc / "gres.conf", render_gres_conf(layout))
         # In place, not _atomic_write: running nodes have this very file mounted as /etc/hosts.
@@ -405,11 +458,16 @@ class LocalBackend(Backend):
         except OSError as e:
             raise ClusterStartError(f"cannot make munge's socket folder {sock_dir}: {e.strerror}; "
                                     "remove whatever is in the way and create the cluster again") from None
+        # A normal user's munged: a plain process (it has no children; in a user namespace it
+        # would see root's folders as nobody's, and every root client as nobody), and --force,
+        # since its socket is in the user's own folders, which others need not be able to
+        # search (munged wants every folder above it searchable by all).
+        as_user = os.geteuid() != 0
         daemons.start("munged", [
-            "munged", "--foreground", f"--socket={sock_dir / 'munge.socket'}",
+            "munged", "--foreground", *(["--force"] if as_user else []), f"--socket={sock_dir / 'munge.socket'}",
             f"--key-file={munge / 'munge.key'}", f"--seed-file={munge / 'seed'}",
             f"--pid-file={root / 'run' / 'munged.internal-pid'}", f"--log-file={root / 'log' / 'munged.log'}",
-        ], root / "run", root / "log" / "munged.out", {})
+        ], root / "run", root / "log" / "munged.out", {"PATH": daemon_path()}, plain=as_user)
         _wait_for(lambda: (sock_dir / "munge.socket").exists(), 10,
                   lambda: ClusterStartError("munged did not start: " + _tail(root / "log" / "munged.out")))
 
@@ -572,8 +630,38 @@ def _write_chain(etc: Path, kind: str, scripts: list[str]) -> bool:
 def _munge_socket_dir(root: Path) -> Path:
     """munged insists that every folder above its socket is searchable by all, which a
     private GTC_HOME (or pytest's tmp folders) is not; a socket path must also stay under
-    108 bytes. So the socket lives in /run, in a folder named after the cluster's path."""
+    108 bytes. So root's socket lives in /run, in a folder named after the cluster's path. A
+    normal user cannot write there: its socket is in the cluster's munge/ folder (checked
+    for length in check_spec; munged is told to accept private folders above it)."""
+    if os.geteuid() != 0:
+        return root / "munge"
     return Path("/run/jupyter_gtc") / _cluster_id(root)
+
+
+def _user_name(uid: int | None = None) -> str:
+    """The name of ``uid`` (this process's user by default), or the number where no passwd
+    entry has one (some containers): Slurm takes either as ``SlurmUser``."""
+    uid = os.geteuid() if uid is None else uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _owner(runtime: dict[str, Any]) -> dict[str, Any]:
+    """Whom the cluster's daemons run as; root for clusters recorded before this was."""
+    return runtime.get("user") or {"uid": 0, "name": "root"}
+
+
+def _check_owner(spec: ClusterSpec, runtime: dict[str, Any], action: str, allow_root: bool) -> None:
+    """Refuse ``action`` on a cluster whose daemons run as another user: this process could
+    neither signal them nor write the cluster's files (root can, which a delete allows)."""
+    owner, me = runtime.get("user"), os.geteuid()
+    if owner is None or me == owner["uid"] or (allow_root and me == 0):
+        return  # (none recorded: a root cluster from before owners were, or a create that died at once)
+    raise BackendUnavailable(f"cluster {spec.name}'s Slurm runs as user {owner['name']} (uid {owner['uid']}) and "
+                             f"this process as {_user_name()} (uid {me}); {action} it as {owner['name']}"
+                             + (" or as root" if allow_root else ""))
 
 
 def _write_munge_key(root: Path) -> None:

@@ -6,7 +6,8 @@ Each instance (by its name: ``projects/P/locations/Z/instances/I``) is one folde
 private mount namespace, the way it mounts the node's /etc/hosts. Every node of a pool sees
 the same folder, so a file one node writes is there for the others, as on a real shared file
 system. The machine's own mount table is never touched, in either network mode: each slurmd
-has a mount namespace of its own with ``host`` too.
+has a mount namespace of its own with ``host`` too (a normal user's inside a user namespace;
+where the kernel allows none, the local backend refuses storage to a normal user).
 
 A bind mount needs a folder to mount on. One that does not exist on this machine (``/mnt/data``)
 is made, recorded in the cluster's runtime, and removed again when the cluster is deleted if
@@ -96,6 +97,23 @@ def check(spec: ClusterSpec, protected: list[Path]) -> list[SpecError]:
                                                            "mounted; mount paths of a node must not nest"))
     unique = {(e.field, str(e)): e for e in errors}  # the home storage is checked once per pool
     return list(unique.values())
+
+
+def check_makeable(spec: ClusterSpec) -> list[SpecError]:
+    """Mount paths missing on this machine that this process cannot make (a normal user's
+    cluster: ``/mnt`` is root's). Checked before anything starts, not found out by ``prepare``."""
+    errors = []
+    for pool in spec.compute_pools():
+        for m in pool_mounts(spec, pool, Path("/")):
+            path = Path(m.path)
+            while not path.exists() and not path.is_symlink():
+                path = path.parent
+            if path != Path(m.path) and not os.access(path, os.W_OK | os.X_OK):
+                where = f"{m.field}.mount_path" if m.field != HOME_FIELD else m.field
+                errors.append(SpecError(where, m.path, f"the folder does not exist and this user cannot make it "
+                                        f"({path} is not writable by uid {os.geteuid()}); make it once as root "
+                                        f"(mkdir -p {m.path}), or choose a mount path under a folder you own"))
+    return list({(e.field, str(e)): e for e in errors}.values())
 
 
 def prepare(spec: ClusterSpec, root: Path, runtime: dict[str, Any]) -> None:

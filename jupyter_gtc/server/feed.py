@@ -20,8 +20,13 @@ from the state store, which is how it finds jobs that notebooks and the CLI subm
 the jobs others submitted, a terminal's sbatch, from the poller's snapshot), and
 their state from ``api.job_poller`` (the same poller the magics' panels use: it subscribes to
 each cluster's, and watching a job makes the poller follow it). Clusters' node states
-(one ``scontrol`` each) are read every few seconds, and after any job change or step of a
-cluster operation (``api.cluster_operations()``, whose every step it passes on at once).
+(one ``scontrol`` each) are read every few seconds, and at once after any job change, any
+step of a cluster operation of this process (``api.cluster_operations()``, whose every step
+it passes on at once), and any change of a cluster's state in the state store, which each
+tick looks at (records only, no Slurm command): a create, scale or delete by another
+process (a notebook's ``%%gtc_cluster``, the CLI) shows the tick after it ends, not a few
+seconds later. A read that an operation's step overtook is not sent: it may predate the
+step, and the step's own read follows at once.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +52,9 @@ from .handlers_studies import studies_json
 log = logging.getLogger(__name__)
 
 KEEP_ALIVE = 15.0
+# How often clusters' node states are re-read when nothing says they changed, in seconds
+# (one scontrol per cluster each time): 3, unless this variable says otherwise.
+CLUSTER_INTERVAL_ENV = "GTC_FEED_CLUSTER_SECONDS"
 
 
 @dataclass(eq=False)
@@ -56,7 +65,9 @@ class Subscription:
 
 
 class ChangeFeed:
-    def __init__(self, interval: float = 1.0, cluster_interval: float = 3.0):
+    def __init__(self, interval: float = 1.0, cluster_interval: float | None = None):
+        if cluster_interval is None:
+            cluster_interval = float(os.environ.get(CLUSTER_INTERVAL_ENV) or 3.0)
         self.interval, self.cluster_interval = interval, cluster_interval
         self._subscriptions: set[Subscription] = set()
         self._task: asyncio.Task | None = None
@@ -69,6 +80,8 @@ class ChangeFeed:
         self._poller_listeners: dict[str, Any] = {}  # cluster -> unsubscribe, touched only by _read
         self._operations_listener: Any = None  # unsubscribe, set by _read
         self._clusters_stale = True  # read them at the next tick (a poller saw a change, or a new connection)
+        self._cluster_states: dict[str, str] = {}  # name -> state, as of the last read; touched only by _read
+        self._operation_steps = 0  # operation events so far (on the loop): a read they overtook is dropped
         self._warned = False  # the last tick failed: the next clusters event is sent even if nothing changed
 
     # -- connections ------------------------------------------------------------------
@@ -96,8 +109,11 @@ class ChangeFeed:
             waiting = {s for s in self._subscriptions if s.needs_snapshot}
             if waiting:
                 self._clusters_stale = True
+            steps = self._operation_steps
             try:
                 clusters, jobs, studies = await call(self._read, wanted, loop)
+                if clusters is not None and self._operation_steps != steps:
+                    clusters = None  # read before the step, perhaps: _on_operation asked for a new read
             except Exception as e:  # a failed tick is reported and retried, never fatal
                 log.warning("jupyter_gtc change feed: %s", e, exc_info=not isinstance(e, web.HTTPError))
                 self._broadcast("warning", {"message": str(e) if isinstance(e, web.HTTPError) else
@@ -118,10 +134,11 @@ class ChangeFeed:
         studies of the ``wanted`` clusters."""
         clusters = None
         due = time.monotonic() - self._clusters_read_at >= self.cluster_interval
-        if due or self._clusters_stale:
+        if due or self._clusters_stale or self._cluster_states_changed():
             self._clusters_stale = False
             clusters = [c.to_json() for c in api.list_clusters()]
             self._clusters_read_at = time.monotonic()
+            self._cluster_states = {c["name"]: c["state"] for c in clusters}
         names = {c["name"] for c in (clusters if clusters is not None else self._clusters)}
         self._listen_to_pollers(names, loop)
         if self._operations_listener is None:
@@ -136,6 +153,11 @@ class ChangeFeed:
                 jobs.pop(name, None)
                 continue
         return clusters, jobs, studies
+
+    def _cluster_states_changed(self) -> bool:
+        """Whether a cluster came, went or changed state since the last read: the state store's
+        records only, so it costs no Slurm command."""
+        return {c.name: c.state for c in api.list_clusters(with_status=False)} != self._cluster_states
 
     def _listen_to_pollers(self, names: set[str], loop) -> None:
         def on_tick(changed) -> None:  # on a poller's thread
@@ -152,6 +174,7 @@ class ChangeFeed:
         """A step of a create, scale or delete (on the event loop): pass it on, and re-read the
         clusters now (a new one, a state, nodes)."""
         self._broadcast("operation", operation, only_snapshotted=True)
+        self._operation_steps += 1
         self._clusters_stale = True
         self._wake.set()
 
@@ -164,6 +187,7 @@ class ChangeFeed:
             self._operations_listener = None
         self._jobs.clear()
         self._studies.clear()
+        self._cluster_states.clear()
         self._clusters_stale = True
 
     def _publish(self, clusters: list[dict] | None, jobs: dict[str, dict[str, dict]],

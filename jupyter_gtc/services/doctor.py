@@ -6,19 +6,20 @@ import os
 import shutil
 from pathlib import Path
 
-from ..backends.local import REQUIRED_PROGRAMS
+from ..backends.local import REQUIRED_PROGRAMS, daemon_path
 from ..state import open_store
 
 
 def run_checks(home: Path) -> list[tuple[str, bool, str]]:
     rows: list[tuple[str, bool, str]] = []
     for program, package in REQUIRED_PROGRAMS.items():
-        path = shutil.which(program)
+        path = shutil.which(program, path=daemon_path())  # daemons live in /usr/sbin
         rows.append((f"{program} ({package})", path is not None,
                      path or f"apt-get install -y {package}"))
-    root = os.geteuid() == 0
-    rows.append(("running as root", root, "yes" if root else
-                 "the local backend starts Slurm's daemons as root; run as root or use the slurm backend"))
+    # Root or not, the local backend works; what a normal user cannot have is said here.
+    rows.append(("user", True, "root: every local network mode" if os.geteuid() == 0 else
+                 "a normal user: local clusters in host network mode, owned by you "
+                 "(local.network: namespaces needs root)"))
     try:
         store = open_store(home)
         rows.append(("state store", True, f"{store.path} (schema {store.schema_version})"))

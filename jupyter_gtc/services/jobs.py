@@ -22,11 +22,14 @@ from ..exceptions import (
     JobTimeout, SpecError,
 )
 from ..slurm.parse import FINISHED_STATES
-from ..spec.cluster import parse_cluster_spec
+from ..slurm.sbatch import explain_refusal, gpus_per_node_asked, read_sbatch_options
+from ..spec import machines
+from ..spec.cluster import ClusterSpec, parse_cluster_spec
 from ..spec.job import option, parse_options, safe_name, sbatch_directives
 from ..slurm.commands import SlurmCommands, state_refusal
 from ..state import ClusterRecord, JobRecord, Store
 from .clusters import RUNNING, ClusterService
+from .job_env import chosen_python_env, python_env_variables
 from ..metrics import progress
 from ..metrics.progress import Progress
 from .logs import LogFollower, tail_lines
@@ -101,6 +104,13 @@ class Job:
     @property
     def submitted_at(self) -> float:
         return self._record.submitted_at
+
+    @property
+    def python_env(self) -> Path | None:
+        """The Python environment the job got first on its PATH (``--python-env``, recorded
+        with its options); None when it got none, or was submitted before jupyter_gtc gave one."""
+        given = [o.split("=", 1)[1] for o in self._record.options if o.startswith(PYTHON_ENV_OPTION + "=")]
+        return Path(given[-1]) if given and given[-1] != "none" else None
 
     @property
     def log_path(self) -> Path | None:
@@ -299,6 +309,31 @@ def _numeric(slurm_id: str) -> int:
     return int(slurm_id) if slurm_id.isdigit() else 0
 
 
+PYTHON_ENV_OPTION = "--python-env"
+
+
+def _check_gpus_fit(spec: ClusterSpec, partitions: list[str], pairs: list[tuple[str, str | None]]) -> None:
+    """Refuse a job that asks more GPUs per node than any node of its partitions has, before
+    sbatch does with "Requested node configuration is not available". (Without ``--partition``
+    the job goes to the first, the default.) A node type the machine catalogue does not know
+    (a remote cluster's own) is Slurm's to judge."""
+    asks = gpus_per_node_asked(pairs)
+    if not asks:
+        return
+    nodes = []  # (GPUs, machine type, partition) of each pool the job may run on
+    for part in spec.slurm.partitions:
+        for pool_id in part.node_pool_ids if part.id in partitions else ():
+            machine = machines.lookup(spec.pool(pool_id).machine_spec.machine_type)
+            if machine is None:
+                return
+            nodes.append((machine.gpu_count, machine.name, part.id))
+    ask = max(asks, key=lambda a: a.per_node)
+    if nodes and ask.per_node > max(nodes)[0]:
+        gpus, machine, part = max(nodes)
+        has = {0: "no GPUs", 1: "1 GPU"}.get(gpus, f"{gpus} GPUs")
+        raise SpecError(f"--{ask.option}", ask.value, f"partition {part} has {machine} nodes with {has}; {ask.how}")
+
+
 def _current_user() -> str | None:
     """This process's user: the one sbatch submits as (the poller then reads Slurm's own word)."""
     try:
@@ -357,10 +392,12 @@ class JobService:
 
     def submit(self, cluster: str, script: str, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None,
-               job_dir: Path | None = None, default_name: str = "job") -> Job:
+               job_dir: Path | None = None, default_name: str = "job",
+               python_env: str | os.PathLike | bool | None = None) -> Job:
         """Submit ``script`` to ``cluster``; ``options`` (sbatch's) win over its #SBATCH lines.
         Without a job name in either, the job is named ``default_name`` (a script file's name,
-        as sbatch names it).
+        as sbatch names it). The job runs with ``python_env`` first on its PATH (``job_env``:
+        by default this interpreter's environment; ``"none"`` for sbatch's PATH as it is).
 
         For callers that build on jobs (tuning): ``script_args`` reach the script as ``"$@"``
         (hyperparameter flags), ``env`` is added to the job contract's variables, and
@@ -369,12 +406,15 @@ class JobService:
         if record.state != RUNNING:
             raise ClusterBusy(f"cluster {cluster} is {record.state}; jobs can be submitted when it is RUNNING")
         options = list(options or [])
-        pairs = parse_options(sbatch_directives(script) + options)
+        words = sbatch_directives(script) + options
+        pairs = parse_options(words)
         spec = parse_cluster_spec(record.spec)
         partition = option(pairs, "partition")
         partitions = [p.id for p in spec.slurm.partitions]
-        if partition is not None and partition not in partitions:
+        if partition is not None and not set(partition.split(",")) <= set(partitions):
             raise SpecError("partition", partition, f"partitions of {cluster}: {', '.join(partitions)}")
+        _check_gpus_fit(spec, partition.split(",") if partition else partitions[:1], read_sbatch_options(words))
+        chosen_env = chosen_python_env(python_env)
         name = option(pairs, "job-name") or default_name
         array = option(pairs, "array")
 
@@ -383,14 +423,16 @@ class JobService:
         extra = [] if option(pairs, "job-name") else [f"--job-name={name}"]
         if option(pairs, "output") is None:
             extra.append(f"--output={job_dir}/slurm-{'%A_%a' if array else '%j'}.out")
-        env = {**self._contract_env(cluster, job_dir, spec), **(env or {})}
+        env = {**self._contract_env(cluster, job_dir, spec), **python_env_variables(chosen_env), **(env or {})}
         try:
             slurm_id = self._commands(cluster, record).submit(job_dir / "job.sbatch", [*extra, *options], env,
                                                               cwd_option=job_dir, script_args=script_args)
         except CommandError as e:
             shutil.rmtree(job_dir, ignore_errors=True)  # nothing half-recorded
-            raise JobSubmitError(e.stderr.strip() or str(e), argv=e.argv) from None
-        job = JobRecord(cluster, slurm_id, name, "PENDING", str(job_dir), options, user=_current_user())
+            raise JobSubmitError(explain_refusal(e.stderr.strip()) or str(e), argv=e.argv) from None
+        # The row keeps the environment beside sbatch's options, as the front ends' option names it.
+        recorded = [*options, f"{PYTHON_ENV_OPTION}={chosen_env or 'none'}"]
+        job = JobRecord(cluster, slurm_id, name, "PENDING", str(job_dir), recorded, user=_current_user())
         self.store.add_job(job)
         poller = self.poller(cluster, record)
         poller.watch(slurm_id)

@@ -48,6 +48,10 @@ class SlurmLayout:
     has_prolog: bool = False
     has_epilog: bool = False
     extra: dict[str, str] = field(default_factory=dict)
+    # The user every daemon runs as. Anyone but root means a cluster only that user may
+    # submit to (a slurmd that is not root cannot start a job as anyone else), which
+    # etc/job_submit.lua enforces (render_job_submit_lua).
+    slurm_user: str = "root"
 
     @property
     def etc(self) -> Path:
@@ -65,8 +69,8 @@ def render_slurm_conf(layout: SlurmLayout) -> str:
         "CredType=cred/munge",
         # A short credential lifetime lets a requeued job start again in seconds, not minutes.
         f"AuthInfo=socket={layout.munge_socket},cred_expire=10",
-        "SlurmUser=root",
-        "SlurmdUser=root",
+        f"SlurmUser={layout.slurm_user}",
+        f"SlurmdUser={layout.slurm_user}",
         f"StateSaveLocation={r}/state",
         f"SlurmdSpoolDir={r}/spool/%n",
         f"SlurmctldPidFile={r}/run/slurmctld.pid",
@@ -95,6 +99,8 @@ def render_slurm_conf(layout: SlurmLayout) -> str:
         "GresTypes=gpu",
         "MpiDefault=none",
     ]
+    if layout.slurm_user != "root":
+        lines.append("JobSubmitPlugins=lua")  # reads etc/job_submit.lua, next to slurm.conf
     lines.append(f"TaskProlog={layout.etc}/task_prolog.sh")
     if layout.has_prolog:
         lines.append(f"Prolog={layout.etc}/prolog.sh")
@@ -149,6 +155,42 @@ def render_task_prolog(slurm_conf: Path) -> str:
     """Slurm runs this before every task and sets each ``export K=V`` line it prints in the
     task's environment: the parts of the Vertex AI job contract only known at run time."""
     return _TASK_PROLOG.replace("@SLURM_CONF@", _sh_quote(str(slurm_conf)))
+
+
+_JOB_SUBMIT_LUA = """-- Written by jupyter_gtc. Every daemon of this cluster runs as @NAME@ (uid @UID@), not as
+-- root, so a job of anyone else would fail at launch or, worse, run as @NAME@: refuse it at
+-- submit (sbatch, srun, salloc), with a message that says what to do.
+-- A Lua error here lets the job through, so this stays as plain as it can be.
+function slurm_job_submit(job_desc, part_list, submit_uid)
+  if submit_uid == @UID@ then
+    return slurm.SUCCESS
+  end
+  slurm.log_user(@MESSAGE@ .. submit_uid .. @FIX@)
+  return slurm.ERROR
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+
+return slurm.SUCCESS
+"""
+
+
+def render_job_submit_lua(uid: int, name: str) -> str:
+    """The cluster's job_submit.lua when its daemons run as ``name`` (``uid``): jobs of any
+    other uid are refused at submit, naming the owner."""
+    message = (f"this cluster's Slurm runs as user {name} (uid {uid}), not as root, so only {name} "
+               "can submit jobs to it; you are uid ")
+    fix = f". Submit as {name}, or create a cluster of your own"
+    return (_JOB_SUBMIT_LUA.replace("@NAME@", name).replace("@UID@", str(int(uid)))
+            .replace("@MESSAGE@", _lua_quote(message)).replace("@FIX@", _lua_quote(fix)))
+
+
+def _lua_quote(text: str) -> str:
+    """A Lua string literal of ``text`` that slurm.log_user's format() prints as it is."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("%", "%%")
+    return f'"{escaped}"'
 
 
 def render_script_chain(scripts: list[Path]) -> str:

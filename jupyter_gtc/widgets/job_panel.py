@@ -1,5 +1,7 @@
 """The live panel of one job: its state, elapsed time, nodes and exit code, the tail of its
-log, a Cancel button, and the poller's warning when Slurm cannot be reached.
+log, a Cancel button while it can still be cancelled, and the poller's warning when Slurm
+cannot be reached. A part with nothing to show (no progress yet, no warning, no plot) takes
+no room: the log follows the state line.
 
 The panel never asks Slurm anything. It subscribes to the cluster's one poller
 (``api.job_poller``), whose thread calls it after every tick; on each call it re-reads the
@@ -40,18 +42,20 @@ class JobPanel(w.VBox):
         self.exit_code_label = w.Label()
         self.cancel_button = w.Button(description="Cancel", icon="stop", button_style="danger",
                                       tooltip="scancel this job", layout=w.Layout(width="auto"))
-        self.warning_html = w.HTML()
+        self.warning_html = w.HTML(layout=_hidden())
         self.log_html = w.HTML()
         # Shown once the job reports how far it is (progress/total_steps or tqdm lines).
         self.progress_bar = w.FloatProgress(min=0.0, max=1.0, layout=w.Layout(width="40%", display="none"))
         self.progress_label = w.Label()
         # The live plot appears here once the job has written its first scalars.
-        self.plot_box = w.VBox()
+        self.plot_box = w.VBox(layout=_hidden())
         fields = w.HBox([_field("state", self.state_label), _field("elapsed", self.elapsed_label),
                          _field("nodes", self.nodes_label), _field("exit code", self.exit_code_label),
-                         self.cancel_button], layout=w.Layout(align_items="center"))
-        progress_row = w.HBox([self.progress_bar, self.progress_label], layout=w.Layout(align_items="center"))
-        super().__init__([self.title_html, fields, progress_row, self.warning_html, self.plot_box, self.log_html])
+                         self.cancel_button], layout=w.Layout(align_items="center", flex_flow="row wrap"))
+        self._progress_row = w.HBox([self.progress_bar, self.progress_label],
+                                    layout=w.Layout(align_items="center", display="none"))
+        super().__init__([self.title_html, fields, self._progress_row, self.warning_html, self.plot_box,
+                          self.log_html])
 
         self.job = job
         self._poller = api.job_poller(job.cluster)
@@ -85,13 +89,16 @@ class JobPanel(w.VBox):
             self._show_metrics(job)
             warning = self._poller.warning
             if warning and not finished:
-                self.warning_html.value = f"<span style='color:{_FAILURE_COLOUR}'>⚠ {html.escape(warning)}</span>"
+                self._warn(f"⚠ {warning}")
             elif not warning and self.warning_html.value.startswith("<span"):
-                self.warning_html.value = ""
-            if finished and self._unsubscribe is not None:
-                self._unsubscribe()
-                self._unsubscribe = None
+                self._warn("")
+            if finished:
+                # Nothing left to cancel: no red button on a finished job.
                 self.cancel_button.disabled = True
+                self.cancel_button.layout.display = "none"
+                if self._unsubscribe is not None:
+                    self._unsubscribe()
+                    self._unsubscribe = None
 
     def close(self) -> None:
         if self._unsubscribe is not None:
@@ -127,11 +134,12 @@ class JobPanel(w.VBox):
         scalars = metrics.all()
         found = progress.from_scalars(scalars) or progress.from_log(self._partial or "\n".join(list(self._lines)[-3:]))
         if found is not None:
-            self.progress_bar.layout.display = ""
+            self._progress_row.layout.display = self.progress_bar.layout.display = ""
             self.progress_bar.value = found.fraction
             self.progress_label.value = found.describe()
         if not self.plot_box.children and any(s.tag != progress.TOTAL_STEPS_TAG for s in scalars):
             self.plot_box.children = [job.plot()]
+            self.plot_box.layout.display = ""
 
     def _start_near_end(self) -> None:
         if self._follower is None:
@@ -164,7 +172,17 @@ class JobPanel(w.VBox):
         try:
             self.job.cancel()  # the poller is poked: the next tick shows CANCELLED
         except GtcError as e:
-            self.warning_html.value = f"<span style='color:{_FAILURE_COLOUR}'>{html.escape(str(e))}</span>"
+            self._warn(str(e))
+
+    def _warn(self, text: str) -> None:
+        """Show ``text`` in the warning line, or hide the line when ``text`` is empty."""
+        self.warning_html.value = f"<span style='color:{_FAILURE_COLOUR}'>{html.escape(text)}</span>" if text else ""
+        self.warning_html.layout.display = "" if text else "none"
+
+
+def _hidden() -> w.Layout:
+    """The layout of a part that takes no room until it has something to show."""
+    return w.Layout(display="none")
 
 
 def _field(name: str, value: w.Widget) -> w.HBox:

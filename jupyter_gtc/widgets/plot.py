@@ -29,6 +29,18 @@ Keeping every view complete
     (a job panel that backfills a job's history, then adds the plot as a child) shows
     every point, and no point is lost between a display and its first render.
 
+What a view sends back
+    A view reports every change to its document, and that includes the changes our own
+    patches made: jupyter_bokeh's view holds the events of a patch while applying it and
+    then sends them all. Those echoes reach the kernel late, after newer changes of ours:
+    applied, a new line's echoed ``renderers`` (or legend items, tag labels) would take
+    the lines added since out of the document again, which stream into nothing from then
+    on, and an echoed stream would draw its points twice. So the document takes from a view
+    only what its user changes there (``_from_view``: the tags ticked, log y and what their
+    callbacks set, a line shown or hidden), less the echoes of our own changes to those
+    (``_echoes``), plus its events (``document_ready``). Auto-ranged starts and ends stay
+    out too: a view built from a document with a start or end would pin it there.
+
 Thread safety
     A Bokeh ``Document`` is not thread-safe (a Bokeh server only lets other threads change
     it through ``add_next_tick_callback``). jupyter_bokeh sends one patch as several comm
@@ -59,6 +71,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -66,6 +79,7 @@ from typing import TYPE_CHECKING, Any
 import bokeh
 import numpy as np
 from bokeh.core.json_encoder import serialize_json
+from bokeh.document.events import ModelChangedEvent
 from bokeh.layouts import column, row
 from bokeh.models import (CheckboxGroup, ColumnDataSource, CustomJS, Div, GlyphRenderer, HoverTool, Legend,
                           LegendItem, LinearScale, LogScale, LogTicker, LogTickFormatter, Toggle)
@@ -98,6 +112,8 @@ class LivePlot(BokehModel):
         self._flush_timer: threading.Timer | None = None
         self._flush_delay = _FIRST_FLUSH_S
         self._closed = False
+        self._from_view: set[tuple[str, str]] = set()  # (model id, attribute) a view's user may change
+        self._echoes: deque[tuple[str, str, Any]] = deque(maxlen=64)  # our patches to those, not yet echoed
         self.figure, layout = self._build(title)
         super().__init__(layout)
 
@@ -172,6 +188,8 @@ class LivePlot(BokehModel):
             fig.y_range.scale_hint = cb_obj.active ? "log" : "auto"
             axis.setv({ticker, formatter})
             fig.y_scale = scale"""))
+        self._from_view |= {(self.tag_selector.id, "active"), (self.log_y.id, "active"), (fig.id, "y_scale"),
+                            (axis.id, "ticker"), (axis.id, "formatter"), (fig.y_range.id, "scale_hint")}
         side = column(Div(text="<b>tags</b>"), self.tag_selector, self.log_y, width=190)
         return fig, row(fig, side, sizing_mode="stretch_width")
 
@@ -181,6 +199,7 @@ class LivePlot(BokehModel):
         source = ColumnDataSource(data={"step": np.empty(0, _STEP), "value": np.empty(0, _VALUE)}, name=label)
         renderer = self.figure.line("step", "value", source=source, name=label, line_width=1.6,
                                     color=Category10_10[len(self._lines) % len(Category10_10)])
+        self._from_view.add((renderer.id, "visible"))  # the tag selector's callback hides it
         self._legend.items = [*self._legend.items, LegendItem(label=label, renderers=[renderer])]
         selector = self.tag_selector
         selector.update(labels=[*selector.labels, label], active=[*selector.active, len(selector.labels)])
@@ -227,6 +246,8 @@ class LivePlot(BokehModel):
             return
         with self._lock:
             if self._live:
+                if isinstance(event, ModelChangedEvent) and (event.model.id, event.attr) in self._from_view:
+                    self._echoes.append((event.model.id, event.attr, event.new))
                 super()._document_patched(event)
             else:
                 self._dirty = True
@@ -235,16 +256,25 @@ class LivePlot(BokehModel):
     def _sync_model(self, model, content: dict[str, Any], buffers) -> None:
         if content.get("event") != "jsevent":
             return
-        if (content.get("kind") == "ModelChanged" and content.get("attr") in ("start", "end")
-                and content.get("model", {}).get("id") in (self.figure.x_range.id, self.figure.y_range.id)):
-            # A view's auto-ranged start/end. Kept out of the document: a view built from a
-            # document with a start or end would pin it there and stop following the data.
-            return
         with self._lock:
-            msg = content.get("msg_data")
-            if content.get("kind") == "MessageSent" and isinstance(msg, dict) and msg.get("name") == "document_ready":
-                self._on_view_ready()
+            if content.get("kind") == "MessageSent":
+                msg = content.get("msg_data")
+                if isinstance(msg, dict) and msg.get("name") == "document_ready":
+                    self._on_view_ready()
+            elif not self._by_the_user(content):
+                return  # an echo of our own patch, a range, a size: see the module docstring
             super()._sync_model(model, content, buffers)
+
+    def _by_the_user(self, content: dict[str, Any]) -> bool:
+        """Whether a change a view reports is its user's (a tag unticked, log y), not an echo."""
+        key = (content.get("model", {}).get("id"), content.get("attr"))
+        if content.get("kind") != "ModelChanged" or key not in self._from_view:
+            return False
+        echo = (*key, content.get("new"))
+        if echo in self._echoes:
+            self._echoes.remove(echo)
+            return False
+        return True
 
     def _on_view_ready(self) -> None:
         if not self._live:

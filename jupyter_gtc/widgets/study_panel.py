@@ -87,8 +87,10 @@ class StudyPanel(w.VBox):
             if snapshot.finished and not snapshot.driven and self._unsubscribe is not None:
                 self._unsubscribe()
                 self._unsubscribe = None
-            if snapshot.finished:
+            if snapshot.finished:  # nothing left to stop: the controls go
                 self.stop_button.disabled = self.stop_trial_button.disabled = True
+                for control in (self.stop_button, self.trial_picker, self.stop_trial_button):
+                    control.layout.display = "none"
 
     def close(self) -> None:
         if self._unsubscribe is not None:
@@ -117,8 +119,14 @@ class StudyPanel(w.VBox):
                                   if snap.reason else "")
         running = [t.trial_id for t in snap.trials if t.state == "RUNNING"]
         options = [(f"trial {t}", t) for t in running]
-        if list(self.trial_picker.options) != options:
-            self.trial_picker.options = options
+        picker = self.trial_picker
+        if list(picker.options) != options:
+            chosen = picker.value
+            picker.options = options
+            # Chosen here: ipywidgets selects nothing when options reach an empty dropdown (the
+            # panel of a study whose trials have not started), and the first one when they
+            # change; the user's pick stays while that trial runs.
+            picker.index = running.index(chosen) if chosen in running else (0 if running else None)
         self.stop_trial_button.disabled = not running
 
     def _show_best(self, snap) -> None:

@@ -12,9 +12,13 @@ import {
   showDialog,
   WidgetTracker
 } from '@jupyterlab/apputils';
-import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import { FileDialog } from '@jupyterlab/filebrowser';
+import { ServerConnection } from '@jupyterlab/services';
+import { ReadonlyJSONValue, ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
-import { ICluster, IOperation, IStudy } from './api';
+import { ICluster, IOperation, IStudy, ITrial } from './api';
+import { errorMessage, errorToastOptions, notifyError, toastText } from './errors';
 import { openJobTab } from './jobtab';
 import { createLogTab, JobLog } from './logview';
 import { createMetricsTab, JobMetrics } from './metricsview';
@@ -47,7 +51,8 @@ export function addCommands(
   sidebarId: string,
   logs: WidgetTracker<MainAreaWidget<JobLog>>,
   metrics: WidgetTracker<MainAreaWidget<JobMetrics>>,
-  palette: ICommandPalette | null
+  palette: ICommandPalette | null,
+  docManager: IDocumentManager | null
 ): void {
   const { commands } = app;
   const hasCluster = () => model.cluster !== null;
@@ -64,18 +69,22 @@ export function addCommands(
   commands.addCommand(CommandIDs.createCluster, {
     label: 'Create a Training Cluster from a Spec File…',
     execute: async args => {
-      const path = (args.path as string) ?? (await ask(InputDialog.getText({
-        title: 'Create a cluster from a spec file',
-        label: 'Path of a cluster spec (.yaml or .json), relative to the Jupyter root',
-        placeholder: 'examples/clusters/local-a3.yaml'
-      })));
+      const path = (args.path as string) ?? (await pickSpecFile(docManager));
       if (!path) {
         return;
       }
-      const file = await app.serviceManager.contents.get(path, { content: true, format: 'text' });
+      const what = `Creating a cluster from ${path}`;
+      let spec: string;
+      try {
+        const file = await app.serviceManager.contents.get(path, { content: true, format: 'text' });
+        spec = file.content;
+      } catch (error) {
+        notifyError(what, readError(path, error)); // gone since it was chosen, or a path the palette was given
+        return;
+      }
       await follow(
-        progress => model.createCluster(file.content, progress),
-        `Creating a cluster from ${path}`,
+        progress => model.createCluster(spec, progress),
+        what,
         cluster => `Cluster ${(cluster as ICluster).name} is running`
       );
     }
@@ -218,9 +227,7 @@ export function addCommands(
       if (!name) {
         return;
       }
-      const study = model.studies.find(s => s.name === name);
-      const running = (study?.trials ?? []).filter(t => t.state === 'RUNNING').map(t => t.trial_id);
-      const trial = (args.trial as string) ?? (await ask(InputDialog.getItem({ title: `Stop a trial of ${name}`, items: running })));
+      const trial = (args.trial as string) ?? (await pickRunningTrial(model, name));
       if (trial) {
         await notifyFailure(model.stopTrial(name, trial), `Stop trial ${trial} of ${name}`);
       }
@@ -260,12 +267,57 @@ async function pickStudy(
   return ask(InputDialog.getItem({ title, items }));
 }
 
-/** Wait for `action`; a failure is shown as an error toast that says why. */
+/** A spec file the user picks in JupyterLab's file dialog (JSON or YAML; folders to browse),
+ * or a path typed in where no document manager is there to browse with. */
+async function pickSpecFile(docManager: IDocumentManager | null): Promise<string | null> {
+  if (!docManager) {
+    return ask(InputDialog.getText({
+      title: 'Create a cluster from a spec file',
+      label: 'Path of a cluster spec (.json or .yaml), relative to the Jupyter root',
+      placeholder: 'examples/clusters/local-a3.yaml'
+    }));
+  }
+  const chosen = await ask(FileDialog.getOpenFiles({
+    manager: docManager,
+    title: 'Create a cluster from a spec file',
+    label: 'A cluster spec (.json, or .yaml)',
+    filter: item => (item.type === 'directory' || SPEC_FILE.test(item.name) ? {} : null)
+  }));
+  const file = (chosen ?? []).find(item => item.type !== 'directory'); // nothing chosen: the folder
+  return file?.path ?? null;
+}
+
+const SPEC_FILE = /\.(json|ya?ml)$/i;
+
+/** Why `path` could not be read, in words: the contents API's 404 says only "Not Found". */
+function readError(path: string, error: unknown): unknown {
+  if (error instanceof ServerConnection.ResponseError && error.response.status === 404) {
+    return new Error(`there is no file ${path} under the Jupyter root`);
+  }
+  return error;
+}
+
+/** A running trial of study `name` the user picks, by id; the list shows each one's parameters. */
+async function pickRunningTrial(model: ClustersModel, name: string): Promise<string | null> {
+  const running = (model.studies.find(s => s.name === name)?.trials ?? []).filter(t => t.state === 'RUNNING');
+  const items = running.map(trialChoice);
+  const picked = await ask(InputDialog.getItem({ title: `Stop a trial of ${name}`, items, current: 0 }));
+  return running[items.indexOf(picked ?? '')]?.trial_id ?? null;
+}
+
+/** "trial 3: lr=0.01, layers=2" */
+function trialChoice(trial: ITrial): string {
+  const params = Object.entries(trial.params).map(([k, v]) => `${k}=${v}`).join(', ');
+  return `trial ${trial.trial_id}${params ? `: ${params}` : ''}`;
+}
+
+/** Wait for `action`; a failure is an error toast that says why, with the whole message a
+ * click away. */
 async function notifyFailure(action: Promise<unknown>, what: string): Promise<void> {
   try {
     await action;
   } catch (error) {
-    Notification.error(`${what}: ${(error as Error).message}`, { autoClose: 8000 });
+    notifyError(what, error);
   }
 }
 
@@ -288,12 +340,14 @@ async function follow(
   try {
     const result = await start((op: IOperation) => {
       if (op.state === 'RUNNING' && op.message) {
-        toast.update(`${pending}… ${op.message}`);
+        toast.update(toastText(`${pending}… ${op.message}`));
       }
     });
-    await toast.finish(done(result), 'success', 4000);
+    await toast.finish(done(result), 'success', { autoClose: 4000 });
   } catch (error) {
-    await toast.finish(`${pending} failed: ${(error as Error).message}`, 'error', 10000);
+    const message = errorMessage(error);
+    const text = `${pending} failed: ${message}`;
+    await toast.finish(toastText(text), 'error', errorToastOptions(`${pending} failed`, text, message));
   }
 }
 
@@ -314,10 +368,10 @@ class ProgressToast {
     });
   }
 
-  async finish(message: string, type: 'success' | 'error', autoClose: number): Promise<void> {
+  async finish(message: string, type: 'success' | 'error', options: Notification.IOptions<ReadonlyJSONValue>): Promise<void> {
     this._finished = true;
     await this._shown;
-    Notification.update({ id: this._id, message, type, autoClose });
+    Notification.update({ id: this._id, message, type, ...options });
   }
 
   private _id: string;

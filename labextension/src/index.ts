@@ -14,6 +14,7 @@ import {
   MainAreaWidget,
   WidgetTracker
 } from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
 
 import { addCommands, CommandIDs } from './commands';
 import { IJobView } from './jobtab';
@@ -26,11 +27,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_gtc:plugin',
   description: 'Slurm training clusters, jobs, metrics and tuning in JupyterLab.',
   autoStart: true,
-  optional: [ICommandPalette, ILayoutRestorer],
+  optional: [ICommandPalette, ILayoutRestorer, IDocumentManager],
   activate: (
     app: JupyterFrontEnd,
     palette: ICommandPalette | null,
-    restorer: ILayoutRestorer | null
+    restorer: ILayoutRestorer | null,
+    docManager: IDocumentManager | null
   ): void => {
     const model = new ClustersModel();
     const sidebar = createSidebar(model, app.commands);
@@ -38,7 +40,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     const logs = new WidgetTracker<MainAreaWidget<JobLog>>({ namespace: 'jupyter-gtc-log' });
     const metrics = new WidgetTracker<MainAreaWidget<JobMetrics>>({ namespace: 'jupyter-gtc-metrics' });
-    addCommands(app, model, sidebar.id, logs, metrics, palette);
+    addCommands(app, model, sidebar.id, logs, metrics, palette, docManager);
     if (restorer) {
       restorer.add(sidebar, sidebar.id);
       const restoreJobTabs = <T extends IJobView>(tracker: WidgetTracker<MainAreaWidget<T>>, command: string) =>

@@ -30,15 +30,23 @@ export function CommandButton(props: {
 
 export type StateKind = 'good' | 'active' | 'waiting' | 'bad';
 
-/** A state in the colour of its kind (theme colours: success, brand, warn, error). */
+/** A state in the colour of its kind (theme colours: success, brand, warn, error). A
+ * compound state (a node's IDLE+DRAIN) may break after each "+"; the tooltip holds the
+ * state and its detail whole. */
 export function StateLabel(props: { state: string; kind: StateKind; detail?: string }): JSX.Element {
+  const parts = props.state.split('+');
   return (
     <span
       className={`jp-gtc-State jp-gtc-State-${props.kind}`}
       data-state={props.state}
       title={props.detail ? `${props.state} · ${props.detail}` : undefined}
     >
-      {props.state}
+      {parts.map((part, i) => (
+        <React.Fragment key={i}>
+          {i > 0 && <>+<wbr /></>}
+          {part}
+        </React.Fragment>
+      ))}
       {props.detail && <span className="jp-gtc-State-detail"> · {props.detail}</span>}
     </span>
   );

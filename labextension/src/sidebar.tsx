@@ -1,8 +1,13 @@
 /**
  * The "Training Clusters" side panel: a JupyterLab `SidePanel` whose collapsible sections
- * (Clusters, Jobs, and Studies from studies.tsx) render from one `ClustersModel`. Another
- * section (models) is a `ReactWidget` given to `addWidget`. Buttons run commands
- * (commands.ts), so each action is also in the command palette.
+ * (Clusters, Jobs, and Studies from studies.tsx) render from one `ClustersModel` and share
+ * its height by their content (fit.ts), each scrolling on its own. Another section (models)
+ * is a `ReactWidget` given to `addWidget`. Buttons run commands (commands.ts), so each
+ * action is also in the command palette.
+ *
+ * Everything fits the default width (about 250 px): a line that cannot hold its parts wraps
+ * them, actions never shrink or leave the panel, and a text cut short keeps its whole in a
+ * tooltip.
  */
 import {
   addIcon,
@@ -33,6 +38,7 @@ import { ICluster, IJob, INode, IOperation } from './api';
 import { CommandIDs } from './commands';
 import { clusterIcon, metricsIcon } from './icons';
 import { ClustersModel } from './model';
+import { SectionFit } from './fit';
 import { CommandButton, duration, StateKind, StateLabel, useClock } from './parts';
 import { StudiesSection } from './studies';
 
@@ -56,7 +62,8 @@ export function createSidebar(
   panel.addWidget(new ClustersSection(model, commands));
   panel.addWidget(new JobsSection(model, commands));
   panel.addWidget(new StudiesSection(model, commands));
-  (panel.content as AccordionPanel).setRelativeSizes([2, 2, 2]);
+  const fit = new SectionFit(panel.content as AccordionPanel);
+  panel.disposed.connect(() => fit.dispose());
   return panel;
 }
 
@@ -126,7 +133,9 @@ function ClusterList(props: {
   const stray = model.strayOperations.map(op => (
     <div key={op.id} className="jp-gtc-Cluster jp-gtc-Cluster-stray" data-cluster={op.cluster}>
       <div className="jp-gtc-Cluster-header">
-        <span className="jp-gtc-Cluster-name">{op.cluster}</span>
+        <div className="jp-gtc-Cluster-title">
+          <span className="jp-gtc-Cluster-name">{op.cluster}</span>
+        </div>
       </div>
       <OperationLine operation={op} onDismiss={() => model.dismiss(op.id)} />
     </div>
@@ -203,8 +212,6 @@ function ClusterCard(props: {
   const { cluster, commands, operation } = props;
   const busy = operation?.state === 'RUNNING';
   const nodes = cluster.nodes ?? [];
-  const gpusUsed = nodes.reduce((sum, n) => sum + n.gpus_allocated, 0);
-  const gpus = nodes.length ? nodes.reduce((sum, n) => sum + n.gpus, 0) : cluster.gpu_count;
   const args = { cluster: cluster.name };
   const slurm = cluster.spec.orchestrator_spec.slurm_spec;
   const pools = cluster.spec.node_pools.map(p =>
@@ -213,6 +220,7 @@ function ClusterCard(props: {
       : `${p.id}: ${p.scaling_spec.min_node_count} × ${p.machine_spec.machine_type}`
   );
   const partitions = slurm.partitions.map(p => p.id).join(', ');
+  const used = allocation(cluster);
   return (
     <div
       className={`jp-gtc-Cluster${props.selected ? ' jp-mod-selected' : ''}`}
@@ -220,21 +228,23 @@ function ClusterCard(props: {
       onClick={props.onSelect}
     >
       <div className="jp-gtc-Cluster-header">
-        <span className="jp-gtc-Cluster-name">{cluster.name}</span>
-        <span className="jp-gtc-Chip">{cluster.backend}</span>
-        <StateLabel state={cluster.state} kind={clusterKind(cluster.state)} />
-        <span className="jp-gtc-Cluster-spacer" />
-        <CommandButton commands={commands} command={CommandIDs.scalePool} args={args} icon={editIcon}
-          tooltip="Scale a pool" enabled={!busy} />
-        <CommandButton commands={commands} command={CommandIDs.deleteCluster} args={args} icon={deleteIcon}
-          tooltip="Delete this cluster" enabled={!busy} />
+        <div className="jp-gtc-Cluster-title">
+          <span className="jp-gtc-Cluster-name">{cluster.name}</span>
+          <span className="jp-gtc-Chip">{cluster.backend}</span>
+          <StateLabel state={cluster.state} kind={clusterKind(cluster.state)} />
+        </div>
+        <div className="jp-gtc-Actions">
+          <CommandButton commands={commands} command={CommandIDs.scalePool} args={args} icon={editIcon}
+            tooltip="Scale a pool" enabled={!busy} />
+          <CommandButton commands={commands} command={CommandIDs.deleteCluster} args={args} icon={deleteIcon}
+            tooltip="Delete this cluster" enabled={!busy} />
+        </div>
       </div>
       {operation && <OperationLine operation={operation} onDismiss={() => props.onDismiss(operation.id)} />}
       <div className="jp-gtc-Cluster-detail">
-        {[`${gpusUsed}/${gpus} GPUs allocated`, ...pools, `partitions: ${partitions}`].map((part, i) => (
-          <span key={i} className={i === 0 ? 'jp-gtc-Cluster-gpus' : undefined}>
-            {part}
-          </span>
+        {used && <span className={used.className}>{used.text}</span>}
+        {[...pools, `partitions: ${partitions}`].map((part, i) => (
+          <span key={i}>{part}</span>
         ))}
       </div>
       {cluster.problem && (
@@ -245,40 +255,64 @@ function ClusterCard(props: {
   );
 }
 
-/** Nodes in a table narrow enough for the sidebar; a drain or down reason under its node. */
+/** "8/24 GPUs allocated"; for a cluster without GPUs its CPUs instead, once its nodes are
+ * known; nothing before then. */
+function allocation(cluster: ICluster): { className: string; text: string } | null {
+  const nodes = cluster.nodes ?? [];
+  const gpus = nodes.length ? sum(nodes, n => n.gpus) : cluster.gpu_count;
+  if (gpus > 0) {
+    return { className: 'jp-gtc-Cluster-gpus', text: `${sum(nodes, n => n.gpus_allocated)}/${gpus} GPUs allocated` };
+  }
+  if (nodes.length) {
+    const cpus = `${sum(nodes, n => n.cpus_allocated)}/${sum(nodes, n => n.cpus)} CPUs allocated`;
+    return { className: 'jp-gtc-Cluster-cpus', text: cpus };
+  }
+  return null;
+}
+
+function sum<T>(items: T[], value: (item: T) => number): number {
+  return items.reduce((total, item) => total + value(item), 0);
+}
+
+/** Nodes in a table narrow enough for the sidebar (no GPU column where no node has one),
+ * scrolling sideways on its own if names are long; a drain or down reason under its node. */
 function NodeTable({ nodes }: { nodes: INode[] }): JSX.Element {
+  const gpus = nodes.some(n => n.gpus > 0);
+  const columns = gpus ? 5 : 4;
   return (
-    <table className="jp-gtc-Table jp-gtc-NodeTable">
-      <thead>
-        <tr>
-          <th>Node</th>
-          <th>State</th>
-          <th title="GPUs allocated / total">GPUs</th>
-          <th title="CPUs allocated / total">CPUs</th>
-          <th title="Memory allocated / total, GB">Mem GB</th>
-        </tr>
-      </thead>
-      <tbody>
-        {nodes.map(n => (
-          <React.Fragment key={n.name}>
-            <tr data-node={n.name}>
-              <td>{n.name}</td>
-              <td>
-                <StateLabel state={[n.state, ...n.flags].join('+')} kind={nodeKind(n)} />
-              </td>
-              <td>{`${n.gpus_allocated}/${n.gpus}`}</td>
-              <td>{`${n.cpus_allocated}/${n.cpus}`}</td>
-              <td>{`${gigabytes(n.memory_allocated_mb)}/${gigabytes(n.memory_mb)}`}</td>
-            </tr>
-            {n.reason && (
-              <tr className="jp-gtc-Node-reason">
-                <td colSpan={5}>{n.reason}</td>
+    <div className="jp-gtc-NodeTable-scroll">
+      <table className="jp-gtc-Table jp-gtc-NodeTable">
+        <thead>
+          <tr>
+            <th>Node</th>
+            <th>State</th>
+            {gpus && <th title="GPUs allocated / total">GPUs</th>}
+            <th title="CPUs allocated / total">CPUs</th>
+            <th title="Memory allocated / total, GB">Mem GB</th>
+          </tr>
+        </thead>
+        <tbody>
+          {nodes.map(n => (
+            <React.Fragment key={n.name}>
+              <tr data-node={n.name}>
+                <td>{n.name}</td>
+                <td className="jp-gtc-Node-state">
+                  <StateLabel state={[n.state, ...n.flags].join('+')} kind={nodeKind(n)} />
+                </td>
+                {gpus && <td>{`${n.gpus_allocated}/${n.gpus}`}</td>}
+                <td>{`${n.cpus_allocated}/${n.cpus}`}</td>
+                <td>{`${gigabytes(n.memory_allocated_mb)}/${gigabytes(n.memory_mb)}`}</td>
               </tr>
-            )}
-          </React.Fragment>
-        ))}
-      </tbody>
-    </table>
+              {n.reason && (
+                <tr className="jp-gtc-Node-reason">
+                  <td colSpan={columns}>{n.reason}</td>
+                </tr>
+              )}
+            </React.Fragment>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 
@@ -365,8 +399,9 @@ function JobList(props: {
 }
 
 /** One job in two lines: name, id, user (and "external" for a job jupyter_gtc did not submit)
- * and elapsed; state, nodes and its actions. Memoized: a clock tick re-renders only the
- * running jobs, whose elapsed time changed. */
+ * and elapsed; then its state, reason and nodes, which wrap beside its actions rather than
+ * being cut. Memoized: a clock tick re-renders only the running jobs, whose elapsed time
+ * changed. */
 const JobItem = React.memo(function JobItem(props: {
   job: IJob;
   elapsed: string;
@@ -381,10 +416,10 @@ const JobItem = React.memo(function JobItem(props: {
       title={job.job_dir ?? job.log_path ?? undefined}
     >
       <div className="jp-gtc-Job-line">
-        <span className="jp-gtc-Job-name">{job.name}</span>
+        <span className="jp-gtc-Job-name" title={job.name}>{job.name}</span>
         <span className="jp-gtc-Job-id">{job.id}</span>
         {job.user && (
-          <span className="jp-gtc-Job-user" title="Slurm user">
+          <span className="jp-gtc-Job-user" title={`Slurm user ${job.user}`}>
             {job.user}
           </span>
         )}
@@ -401,8 +436,14 @@ const JobItem = React.memo(function JobItem(props: {
         </span>
       </div>
       <div className="jp-gtc-Job-line">
-        <StateLabel state={job.state} kind={jobKind(job)} detail={jobDetail(job)} />
-        {job.nodes && <span className="jp-gtc-Job-nodes">{job.nodes}</span>}
+        <div className="jp-gtc-Job-status">
+          <StateLabel state={job.state} kind={jobKind(job)} detail={jobDetail(job)} />
+          {job.nodes && (
+            <span className="jp-gtc-Job-nodes" title={`nodes ${job.nodes}`}>
+              {job.nodes}
+            </span>
+          )}
+        </div>
         <JobActions job={job} commands={props.commands} />
       </div>
     </li>
@@ -417,7 +458,7 @@ function JobActions({ job, commands }: { job: IJob; commands: CommandRegistry })
     <CommandButton key={command} commands={commands} command={command} args={args} icon={icon} tooltip={tooltip} />
   );
   return (
-    <div className="jp-gtc-JobActions">
+    <div className="jp-gtc-Actions">
       {(job.managed || job.log_path) && button(CommandIDs.openLog, textEditorIcon, 'Open the log')}
       {job.managed && button(CommandIDs.openMetrics, metricsIcon, 'Plot its metrics')}
       {!finished && button(CommandIDs.cancelJob, stopIcon, 'Cancel (scancel)')}

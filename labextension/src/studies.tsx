@@ -51,7 +51,7 @@ function StudyList(props: { studies: IStudy[]; hasCluster: boolean; commands: Co
     return (
       <div className="jp-gtc-Empty">
         {props.hasCluster
-          ? 'No tuning studies on this cluster. Start one with %gtc_tune in a notebook or gtc study create.'
+          ? 'No tuning studies on this cluster. Start one with %%gtc_tune in a notebook or gtc study create.'
           : 'Studies show here once a cluster exists.'}
       </div>
     );
@@ -71,6 +71,7 @@ function StudyItem({ study, commands }: { study: IStudy; commands: CommandRegist
   const done = study.trials.length - (study.counts.RUNNING ?? 0);
   const args = { study: study.name };
   const best = study.best;
+  const reason = study.reason ?? (!study.driven && !finished ? 'no process drives it' : null);
   const summary = [
     `${done}/${study.max_trials} trials`,
     study.counts.RUNNING ? `${study.counts.RUNNING} running` : null,
@@ -86,13 +87,9 @@ function StudyItem({ study, commands }: { study: IStudy; commands: CommandRegist
           tooltip={open ? 'Hide the trials' : 'Show the trials'}
           onClick={() => setOpen(!open)}
         />
-        <span className="jp-gtc-Job-name">{study.name}</span>
-        <StateLabel
-          state={study.state}
-          kind={studyKind(study)}
-          detail={study.reason ?? (!study.driven && !finished ? 'no process drives it' : undefined)}
-        />
-        <div className="jp-gtc-JobActions">
+        <span className="jp-gtc-Job-name" title={study.name}>{study.name}</span>
+        <StateLabel state={study.state} kind={studyKind(study)} />
+        <div className="jp-gtc-Actions">
           {resumable(study) && (
             <CommandButton commands={commands} command={CommandIDs.resumeStudy} args={args} icon={runIcon}
               tooltip="Resume: drive it from this Jupyter server" />
@@ -103,6 +100,7 @@ function StudyItem({ study, commands }: { study: IStudy; commands: CommandRegist
           )}
         </div>
       </div>
+      {reason && <div className="jp-gtc-Study-reason">{reason}</div>}
       <div className="jp-gtc-Study-detail">
         <span className="jp-gtc-Study-progress">{summary.join(' · ')}</span>
         {best && (
@@ -116,9 +114,10 @@ function StudyItem({ study, commands }: { study: IStudy; commands: CommandRegist
   );
 }
 
-/** One item per trial, in two lines like a job's: its id, state, metric (the final one, or
- * the latest report while it runs) and its job's log and plot; then why it stopped, if it
- * did, and its parameters, which a narrow panel cuts short (the tooltip keeps them). */
+/** One item per trial, in lines like a job's: its id, state, metric (the final one, or the
+ * latest report while it runs) and its job's log, plot and stop (on a line of their own
+ * where the panel is too narrow); then why it stopped, if it did, whole; then its
+ * parameters, which a narrow panel cuts short (the tooltip keeps them). */
 function TrialList({ study, commands }: { study: IStudy; commands: CommandRegistry }): JSX.Element {
   if (study.trials.length === 0) {
     return <div className="jp-gtc-Empty">No trial has started yet.</div>;
@@ -142,7 +141,7 @@ function TrialList({ study, commands }: { study: IStudy; commands: CommandRegist
               {number(t.value ?? t.latest)}
             </span>
             {t.job_id && (
-              <div className="jp-gtc-JobActions">
+              <div className="jp-gtc-Actions">
                 {button(CommandIDs.openLog, textEditorIcon, `Open the log of job ${t.job_id}`,
                   { cluster: study.cluster, id: t.job_id })}
                 {button(CommandIDs.openMetrics, metricsIcon, `Plot the metrics of job ${t.job_id}`,
@@ -152,8 +151,8 @@ function TrialList({ study, commands }: { study: IStudy; commands: CommandRegist
               </div>
             )}
           </div>
+          {t.reason && <div className="jp-gtc-Trial-reason">{t.reason}</div>}
           <div className="jp-gtc-Trial-params" title={params(t)}>
-            {t.reason && <span className="jp-gtc-Trial-reason">{t.reason} · </span>}
             {params(t)}
           </div>
         </li>

@@ -16,6 +16,7 @@ import pytest
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import BackendUnavailable, ClusterBusy, ClusterExists, ClusterNotFound, SpecError
 from tests.conftest import slurm, small_gpu_spec
+from tests.non_root import needs_root
 
 pytestmark = pytest.mark.slurm
 
@@ -181,7 +182,7 @@ def test_prolog_scripts_from_the_spec_run_before_each_job(slurm_available, tmp_p
     spec["orchestratorSpec"]["slurmSpec"]["prologBashScripts"] = [f"echo $SLURM_JOB_ID >> '{marker}'"]
     api.create_cluster(spec)
     try:
-        job = slurm("prolog", "sbatch", "--parsable", "--wait", "--wrap", "true").stdout.strip()
+        job = slurm("prolog", "sbatch", "--parsable", "--wait", "-o", "/dev/null", "--wrap", "true").stdout.strip()
         assert marker.read_text().split() == [job]
     finally:
         api.delete_cluster("prolog")
@@ -221,6 +222,7 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
+@needs_root
 def test_network_namespaces_give_each_node_its_own_hostname_and_ip(slurm_available):
     cluster = api.create_cluster(small_gpu_spec("netns", nodes=2, network="namespaces"))
     net = cluster.runtime["network"]
@@ -246,6 +248,7 @@ def _ip(*argv: str) -> str:
     return subprocess.run(["ip", *argv], capture_output=True, text=True, check=True, timeout=30).stdout
 
 
+@needs_root  # the blocker goes where root's munge socket folder goes
 def test_a_create_that_fails_halfway_leaves_nothing_behind(slurm_available, tmp_path):
     import hashlib
 

@@ -15,6 +15,7 @@ from jupyter_gtc import api
 from jupyter_gtc._ports import free_ports
 from jupyter_gtc.backends.hosts import BEGIN, END
 from tests.conftest import small_gpu_spec
+from tests.non_root import needs_root
 
 pytestmark = pytest.mark.slurm
 
@@ -47,7 +48,7 @@ dist.destroy_process_group()
 """
 
 
-@pytest.fixture(scope="module", params=["host", "namespaces"])
+@pytest.fixture(scope="module", params=["host", pytest.param("namespaces", marks=needs_root)])
 def named(request, slurm_available):
     """A 2-node cluster per network mode, shared by this module's tests."""
     name = {"host": "names-host", "namespaces": "names-ns"}[request.param]  # names: 10 characters at most

@@ -18,6 +18,7 @@ from jupyter_gtc.backends.local import LocalBackend
 from jupyter_gtc.exceptions import ClusterNotFound, ClusterStartError, SpecErrors
 from jupyter_gtc.spec import parse_cluster_spec
 from tests.conftest import slurm, small_gpu_spec
+from tests.non_root import needs_root
 
 pytestmark = pytest.mark.slurm
 
@@ -38,6 +39,8 @@ if [ "$(hostname)" = gpu-2 ]; then echo "gpu-2 has no room here" >&2; exit 3; fi
 
 @pytest.fixture(scope="module")
 def fields(slurm_available, tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip(needs_root.kwargs["reason"])  # network namespaces, and mount paths made in /mnt
     marks = tmp_path_factory.mktemp("startup-marks")
     spec = small_gpu_spec(NAME, nodes=2, network="namespaces")
     gpu = spec["nodePools"][0]
@@ -136,6 +139,7 @@ def test_delete_removes_the_storage_and_the_mount_paths_it_made(fields):
     assert [p for p in fields["made_here"] if os.path.exists(p)] == []
 
 
+@needs_root  # its mount path is made in /mnt
 def test_a_failing_startup_script_fails_the_create_with_its_output_and_leaves_nothing(slurm_available):
     # Host network mode: the storage is mounted in the node's own mount namespace all the same.
     mount = f"{BASE}-boots"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,8 +35,12 @@ def free_port() -> int:
 class JupyterProcess:
     """``with JupyterProcess(tmp_path, app="lab") as jp:`` ... ``jp.url``, ``jp.api(...)``."""
 
-    def __init__(self, tmp: Path, app: str = "server", start_timeout: float = 60, extra_args: list[str] = ()):
+    def __init__(self, tmp: Path, app: str = "server", start_timeout: float = 60, extra_args: list[str] = (),
+                 as_user=None, user_env: dict[str, str] | None = None):
+        """``as_user`` (a ``tests.non_root.NormalUser``) starts it as that user, with the README's
+        command (``.venv/bin/jupyter lab``) and only ``user_env`` for an environment."""
         self.app = app
+        self.as_user, self.user_env = as_user, dict(user_env or {})
         self.extra_args = list(extra_args)
         self.tmp = Path(tmp)
         self.root_dir = self.tmp / "root"
@@ -70,11 +75,17 @@ class JupyterProcess:
                "JUPYTER_RUNTIME_DIR": str(self.tmp / "runtime"),
                "IPYTHONDIR": str(self.tmp / "ipython"),
                "JUPYTER_PLATFORM_DIRS": "1"}
-        argv = [sys.executable, "-c", _BOOT.format(app=self.app, module=_MAIN[self.app]),
-                "--no-browser", f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
+        if self.as_user is not None:
+            env = {**self.user_env, **{k: v for k, v in env.items() if k.startswith(("JUPYTER_", "IPYTHON"))}}
+            for folder in [self.tmp, *self.tmp.rglob("*")]:
+                os.chown(folder, self.as_user.uid, self.as_user.pw.pw_gid)
+            command = [shutil.which("runuser") or "/usr/sbin/runuser", "-u", self.as_user.name, "--", str(Path(sys.prefix) / "bin" / "jupyter"), self.app]
+        else:
+            command = [sys.executable, "-c", _BOOT.format(app=self.app, module=_MAIN[self.app])]
+        argv = [*command, "--no-browser", f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
                 f"--ServerApp.root_dir={self.root_dir}", "--ServerApp.port_retries=0",
                 "--ServerApp.allow_remote_access=False"]
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and self.as_user is None:
             argv.append("--allow-root")
         argv += self.extra_args
         if self.app == "lab":

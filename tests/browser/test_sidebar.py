@@ -19,12 +19,12 @@ from playwright.sync_api import expect
 
 from jupyter_gtc import api
 from jupyter_gtc.state import JobRecord, default_home, open_store
-from tests.browser.lab import open_and_run_all, set_theme
+from tests.browser.geometry import assert_sections_share_height
+from tests.browser.lab import choose_file, job_row, open_and_run_all, open_lab_with_sidebar, open_sidebar, set_theme
 from tests.conftest import create_fails_halfway, slurm, small_gpu_spec
 from tests.server.api_client import wait_for
 from tests.tuning.conftest import short_spec, trial_script
 
-SIDEBAR_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="jupyter-gtc-sidebar"]'
 STEPS = "#!/bin/bash\nfor i in $(seq 1 3000); do echo \"step $i loss=$((3000 - i))\"; sleep 0.1; done\n"
 
 
@@ -43,20 +43,6 @@ def _cancel_jobs_left(cluster):
     for job in api.list_jobs(cluster.name):
         if not job.finished:
             job.cancel()
-
-
-def open_lab_with_sidebar(lab, page) -> None:
-    page.goto(f"{lab.url}lab?reset&token={lab.token}")
-    open_sidebar(page)
-
-
-def open_sidebar(page) -> None:
-    page.locator(SIDEBAR_TAB).click(timeout=60_000)
-    expect(page.locator("#jupyter-gtc-sidebar")).to_be_visible()
-
-
-def job_row(page, job_id: str):
-    return page.locator(f'#jupyter-gtc-sidebar .jp-gtc-Job[data-job="{job_id}"]')
 
 
 def test_nodes_live_jobs_cancel_and_a_growing_log(jupyter_lab, page, cluster, screenshots):
@@ -142,7 +128,7 @@ def test_the_metrics_tab_plots_a_training_job_as_it_writes(jupyter_lab, page, cl
     """examples/train/tiny_regression.py writes TensorBoard scalars (train/loss, train/lr,
     progress/total_steps) under AIP_TENSORBOARD_LOG_DIR, as in notebooks/metrics.ipynb."""
     script = (f'#!/bin/bash\n"{sys.executable}" "{EXAMPLES}/train/tiny_regression.py" '
-              "--steps 600 --step_delay 0.05\n")
+              "--steps 100000 --step_delay 0.05\n")  # it trains until the test cancels it
     job = api.submit_job(cluster.name, script, ["--job-name=tiny", "--cpus-per-task=2"])
     open_lab_with_sidebar(jupyter_lab, page)
     row = job_row(page, job.id)
@@ -188,10 +174,21 @@ def points(path) -> int:
 def test_a_job_from_a_notebook_cell_shows_and_its_cancel_reaches_the_notebook(jupyter_lab, page, cluster,
                                                                                screenshots):
     cells = ["%load_ext jupyter_gtc",
-             f"%%sbatch --cluster {cluster.name} --job-name from-notebook\n#!/bin/bash\nsleep 600\n"]
+             f"%%sbatch --cluster {cluster.name} --job-name from-notebook\n#!/bin/bash\necho started\nsleep 600\n"]
     open_and_run_all(jupyter_lab, page, "submit.ipynb", cells)
     notebook_state = page.locator(".jp-OutputArea-output .widget-label", has_text="RUNNING")
     expect(notebook_state).to_be_visible(timeout=30_000)
+    # The job panel: its log follows its state line, with no blank band between them (the
+    # progress, warning and plot parts take no room while they have nothing to show).
+    expect(page.locator(".jp-OutputArea-output pre", has_text="started")).to_be_visible(timeout=30_000)
+    gap = notebook_state.evaluate("""label => {
+      const panel = label.closest('.widget-vbox');
+      const parts = [...panel.children];
+      const fields = parts.find(p => p.contains(label)).getBoundingClientRect();
+      const log = parts.find(p => p.querySelector('pre')).getBoundingClientRect();
+      return log.top - fields.bottom;
+    }""")
+    assert 0 <= gap <= 16, f"{gap} px between the job panel's state line and its log"
     open_sidebar(page)
     row = page.locator("#jupyter-gtc-sidebar .jp-gtc-Job", has_text="from-notebook")
     expect(row.locator(".jp-gtc-State")).to_have_text("RUNNING", timeout=10_000)
@@ -199,17 +196,34 @@ def test_a_job_from_a_notebook_cell_shows_and_its_cancel_reaches_the_notebook(ju
     row.locator('[data-command="jupyter-gtc:cancel-job"]').click()
     expect(row.locator(".jp-gtc-State")).to_contain_text("CANCELLED", timeout=15_000)
     expect(page.locator(".jp-OutputArea-output .widget-label", has_text="CANCELLED")).to_be_visible(timeout=15_000)
+    # A finished job has nothing to cancel: the panel's red Cancel button goes.
+    expect(page.locator(".jp-OutputArea-output .widget-button", has_text="Cancel")).to_be_hidden()
     page.screenshot(path=str(screenshots / "sidebar_with_notebook.png"))
 
 
 # Every text an operation line (.jp-gtc-Operation) shows, in order: a create may take
 # less than a second, so the test records the lines as they render instead of looking.
+# Also, in order with each other: each state a card shows ("scratch RUNNING"), and the
+# moment a toast says a create has ended ("toast: Cluster scratch is running").
 RECORD_OPERATIONS = """
 window.__operations = [];
+window.__states = [];
+const last = list => list[list.length - 1];
 new MutationObserver(() => {
   for (const line of document.querySelectorAll('.jp-gtc-Operation')) {
     const text = line.textContent;
-    if (window.__operations[window.__operations.length - 1] !== text) window.__operations.push(text);
+    if (last(window.__operations) !== text) window.__operations.push(text);
+  }
+  for (const card of document.querySelectorAll('.jp-gtc-Cluster[data-cluster]')) {
+    const state = card.querySelector('.jp-gtc-Cluster-header .jp-gtc-State');
+    const text = `${card.dataset.cluster} ${state ? state.textContent : ''}`;
+    if (!window.__states.filter(s => s.startsWith(card.dataset.cluster + ' ')).slice(-1).includes(text)) {
+      window.__states.push(text);
+    }
+  }
+  for (const toast of document.querySelectorAll('.jp-toastContainer .Toastify__toast')) {
+    const text = `toast: ${toast.textContent}`;
+    if (text.includes(' is running') && !window.__states.includes(text)) window.__states.push(text);
   }
 }).observe(document, { subtree: true, childList: true, characterData: true });
 """
@@ -223,8 +237,7 @@ def test_create_scale_and_delete_show_their_progress_and_the_choice_outlives_a_r
     try:
         page.locator('#jupyter-gtc-sidebar [data-command="jupyter-gtc:create-cluster"]').click()
         dialog = page.locator(".jp-Dialog")
-        dialog.locator("input").fill("scratch.yaml")
-        dialog.locator(".jp-mod-accept").click()
+        choose_file(page, "scratch.yaml")  # JupyterLab's own file dialog
         card = page.locator('.jp-gtc-Cluster[data-cluster="scratch"]')
         expect(card.locator('tr[data-node="gpu-1"]')).to_be_visible(timeout=60_000)
         expect(card.locator(".jp-gtc-Cluster-header .jp-gtc-State")).to_have_text("RUNNING")
@@ -236,6 +249,13 @@ def test_create_scale_and_delete_show_their_progress_and_the_choice_outlives_a_r
         # A step's detail showed ("Creating… starting slurmd 1/2", ...). Which steps: those that
         # lasted until the feed's next send; a create can go through several in 0.1 s.
         assert any(text.strip() != "Creating…" for text in shown), shown
+        # When the create returned (its toast), the card said RUNNING, and never went back:
+        # no read of the clusters from before the create ended overtook its end.
+        states = [s for s in page.evaluate("() => window.__states") if s.startswith(("scratch ", "toast:"))]
+        print("card states and the toast while creating:", states)
+        done = next(i for i, s in enumerate(states) if s.startswith("toast:"))
+        assert done > 0 and states[done - 1] == "scratch RUNNING", states
+        assert all(s == "scratch RUNNING" for s in states[done + 1:]), states
 
         # The chosen cluster outlives a reload, even one that resets JupyterLab's workspace.
         card.locator(".jp-gtc-Cluster-name").click()
@@ -287,8 +307,7 @@ def test_a_create_that_fails_says_why_in_the_panel_until_dismissed(jupyter_lab, 
 
     def create(path: str) -> None:
         page.locator('#jupyter-gtc-sidebar [data-command="jupyter-gtc:create-cluster"]').click()
-        dialog.locator("input").fill(path)
-        dialog.locator(".jp-mod-accept").click()
+        choose_file(page, path)
 
     with create_fails_halfway("doomed") as blocker:
         create("doomed.yaml")
@@ -334,6 +353,10 @@ def test_five_hundred_jobs_render_and_stay_responsive(jupyter_lab, page, cluster
     select.select_option("")
     more.click()
     expect(page.locator(".jp-gtc-Job")).to_have_count(200, timeout=30_000)
+    # The jobs scroll in their own section; the cluster card and the studies keep the room
+    # their content takes, and the card shows whole.
+    shown = assert_sections_share_height(page)
+    assert shown[0]["content"] <= shown[0]["height"] + 1, shown
     page.locator("#jupyter-gtc-sidebar").screenshot(path=str(screenshots / "sidebar_500_jobs.png"))
 
 
@@ -365,7 +388,7 @@ def test_a_studys_trials_show_live_and_stop_from_the_panel(jupyter_lab, page, cl
 
         first.locator('[data-command="jupyter-gtc:stop-trial"]').click()
         expect(first.locator(".jp-gtc-State")).to_contain_text("PRUNED", timeout=15_000)
-        expect(first.locator(".jp-gtc-Trial-reason")).to_have_text("stopped by the user · ")
+        expect(first.locator(".jp-gtc-Trial-reason")).to_have_text("stopped by the user")
         assert study.snapshot().trials[0].state == "PRUNED"  # what the driver here recorded
         expect(item.locator('.jp-gtc-Trial[data-trial="3"] .jp-gtc-State')).to_have_text("RUNNING", timeout=15_000)
 

@@ -106,7 +106,8 @@ def test_a_dependent_job_waits_for_its_dependency(jobs_cluster):
 
 @pytest.mark.parametrize("options, kind, message", [
     (["--no-such-option"], JobSubmitError, "unrecognized option '--no-such-option'"),
-    (["--gpus-per-node=9"], JobSubmitError, "Requested node configuration is not available"),
+    (["--gpus-per-node=9"], SpecError,
+     "partition train has a3-highgpu-8g nodes with 8 GPUs; --gpus-per-node=9 asks for 9"),
     (["--partition=nope"], SpecError, "partitions of jobs: train"),
 ])
 def test_bad_submissions_leave_nothing_behind(jobs_cluster, options, kind, message):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gtc.slurm.srun import split_srun
+from jupyter_gtc.slurm.srun import read_options, split_srun
 
 
 @pytest.mark.parametrize(("words", "options"), [
@@ -24,3 +24,11 @@ def test_options_and_their_values_come_before_the_program(words, options):
 
 def test_a_double_dash_ends_the_options():
     assert split_srun(["-N", "2", "--", "-weird-program", "x"]) == (["-N", "2"], ["-weird-program", "x"])
+
+
+def test_options_are_read_with_their_values_by_long_name():
+    words = ["-lN2", "--gpus", "4", "--ntasks-per-n=1", "-I", "--exclusive", "python", "-N", "9"]
+    pairs, end, program = read_options(words)
+    assert pairs == [("label", None), ("nodes", "2"), ("gpus", "4"), ("ntasks-per-node", "1"), ("immediate", None),
+                     ("exclusive", None)]
+    assert words[end:] == words[program:] == ["python", "-N", "9"]  # the program's own -N is not srun's

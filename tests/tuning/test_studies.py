@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,7 +49,8 @@ def test_a_study_runs_to_completion_with_two_trials_at_a_time(cluster):
         assert ran["trial"] == int(t.trial_id) and ran["metric_file"] == f"{t.job_dir}/hypertune.metrics"
         assert ran["aip_model_dir"] == f"{t.job_dir}/model/"
         assert Path(t.job_dir) == Path(study.record.study_dir) / t.trial_id
-        assert api.get_job(t.job_id, cluster).state == "COMPLETED"
+        job = api.get_job(t.job_id, cluster)
+        assert (job.state, job.name) == ("COMPLETED", f"quadratic-{t.trial_id}")  # <study>-<trial id>
     # Never more than two at once, and two did overlap.
     spans = [(args_of(t)["start"], args_of(t)["end"]) for t in trials]
     overlap = max(sum(s <= start < e for s, e in spans) for start, _ in spans)
@@ -125,7 +127,7 @@ def test_a_trial_that_reports_nothing_fails_and_says_why(cluster):
 
 
 def test_stop_trial_and_stop_study(cluster):
-    slow = trial_script("--steps=200", "--delay=0.2")
+    slow = trial_script("--steps=100000", "--delay=0.2")  # only the stops end these trials
     spec = short_spec("{x: {double: [0, 1]}}", trials=6, parallel=2, script=slow)
     study = api.create_study(cluster, spec, name="stopping")
     assert sleep_until(lambda: study.snapshot().counts["RUNNING"] == 2 and
@@ -213,6 +215,17 @@ def test_a_vertex_hyperparameter_tuning_job_runs_and_goes_back_out_unchanged(clu
         {"parameterId": "batch", "discreteValueSpec": {"values": [16.0, 32.0, 64.0]}, "conditionalParameterSpecs": []},
         {"parameterId": "depth", "integerValueSpec": {"minValue": 2, "maxValue": 6}, "conditionalParameterSpecs": []}]}
     assert {k: v for k, v in out.items() if k != "studySpec"} == {k: v for k, v in resource.items() if k != "studySpec"}
+
+
+def test_a_study_given_no_name_gets_a_short_one_of_its_own(cluster):
+    spec = short_spec("{x: {double: [0, 1]}}", trials=1, parallel=1)
+    first, second = api.create_study(cluster, spec), api.create_study(cluster, spec)
+    assert first.name != second.name  # the same minute: the second is numbered
+    for study in (first, second):
+        assert re.fullmatch(r"val_loss-\d{4}-\d{4}(-2)?", study.name), study.name
+        assert api.get_study(study.name).wait(timeout=60).state == "SUCCEEDED"
+        [trial] = study.snapshot().trials
+        assert api.get_job(trial.job_id, cluster).name == f"{study.name}-1"
 
 
 def test_a_bad_spec_starts_nothing(cluster):

@@ -46,7 +46,7 @@ class TuningService:
     def create(self, cluster: str, spec: TuningSpec | dict | str, name: str | None = None) -> Study:
         """Record a new study and start driving it from this process."""
         spec = spec if isinstance(spec, TuningSpec) else parse_tuning_spec(spec)
-        name = name or self._free_name(spec)
+        name = name or default_name(spec, {r.name for r in self.store.find_studies()})
         if not NAME_RE.fullmatch(name):
             raise SpecError("name", name, NAME_RULE)
         record = self.store.get_cluster(cluster)  # raises ClusterNotFound, naming the clusters
@@ -213,13 +213,18 @@ class TuningService:
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         self.store.update_study(name, state="STOPPED", reason="stopped by the user")
 
-    def _free_name(self, spec: TuningSpec) -> str:
-        """The spec's display_name if it makes a valid name, else ``study-<time>``; with a
-        number added if a study has that name already."""
-        base = spec.display_name if spec.display_name and NAME_RE.fullmatch(spec.display_name) else \
-            "study-" + time.strftime("%Y%m%d-%H%M%S")
-        taken = {r.name for r in self.store.find_studies()}
-        return next(n for n in (base, *(f"{base}-{i}" for i in range(2, 10_000))) if n not in taken)
+
+def default_name(spec: TuningSpec, taken: set[str], now: float | None = None) -> str:
+    """A study's name where the user gave none: the spec's display_name if it makes a valid
+    name, else its metric and the minute it starts (local time), ``val_loss-1201-0905``:
+    short enough to read in a list of jobs (a trial's job is ``<study>-<trial id>``) and to
+    type back. ``-2``, ``-3``, ... follow where ``taken`` (the store's studies) has it."""
+    base = spec.display_name if spec.display_name and NAME_RE.fullmatch(spec.display_name) else None
+    if base is None:
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.metric.metric_id)[:24].strip("-._") or "study"
+        base = f"{stem}-{time.strftime('%m%d-%H%M', time.localtime(now))}"
+    suffixes = ("", *(f"-{i}" for i in range(2, 10_000)))
+    return next(n for n in (base[:63 - len(x)] + x for x in suffixes) if n not in taken)
 
 
 def _pid_and_host() -> tuple[int, str]:

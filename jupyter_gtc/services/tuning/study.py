@@ -186,21 +186,26 @@ class StudyFeed:
         self._driven_here = driven_here
         self._listeners: Listeners[StudySnapshot] = Listeners("study")
         self._lock = threading.Lock()  # guards the follower
+        # Held from a read to its delivery, so a listener gets snapshots in the order they were
+        # read: a subscriber's first one cannot overtake the driver's newer one (a panel opened
+        # as the first trials start would show none of them until the next change).
+        self._in_order = threading.RLock()
         self._follower: threading.Thread | None = None
         self.latest: StudySnapshot | None = None
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        snapshot = self._read()
-        unsubscribe = self._listeners.add(listener)
-        listener(snapshot)
+        with self._in_order:
+            unsubscribe = self._listeners.add(listener)
+            listener(self._read())
         self._ensure_follower()
         return unsubscribe
 
     def publish(self) -> None:
         """Read the study now and hand the snapshot to every listener."""
-        snapshot = self._read()
-        self.latest = snapshot
-        self._listeners.notify(snapshot)  # a broken panel must not stop the driver
+        with self._in_order:
+            snapshot = self._read()
+            self.latest = snapshot
+            self._listeners.notify(snapshot)  # a broken panel must not stop the driver
 
     def _ensure_follower(self) -> None:
         with self._lock:

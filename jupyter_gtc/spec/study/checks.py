@@ -14,9 +14,9 @@ from ..trial_job import script_from_worker_pools
 from .grid import check_grid
 from .models import ConditionalParameterSpec, ParameterSpec, TuningSpec, matches
 
-# Metric and parameter ids (a parameter id becomes a --flag). Used with fullmatch: `^...$`
-# with match lets "lr\n" through.
+# Parameter ids (each becomes a --flag). Used with fullmatch: `^...$` with match lets "lr\n" through.
 _ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
+_TAG_MAX = 256
 _PASSES_ARGS = re.compile(r'"\$@"|\$\*|\$\{@|\$@')
 
 
@@ -27,9 +27,10 @@ def check_semantics(spec: TuningSpec) -> list[SpecError]:
         errors.append(SpecError("study_spec.metrics", [m.metric_id for m in study.metrics],
                                 "exactly one metric: multi-objective studies are not supported here yet"))
     for i, metric in enumerate(study.metrics):
-        if not _ID_RE.fullmatch(metric.metric_id):
+        if not is_metric_tag(metric.metric_id):
             errors.append(SpecError(f"study_spec.metrics[{i}].metric_id", metric.metric_id,
-                                    "a tag without spaces, e.g. val_loss (the hypertune tag or TensorBoard tag)"))
+                                    f"a tag as TensorBoard or hypertune writes it: up to {_TAG_MAX} printable "
+                                    "characters, not starting or ending with a space, e.g. val_loss or train/loss"))
     if study.median_automated_stopping_spec is not None and study.decay_curve_stopping_spec is not None:
         errors.append(SpecError("study_spec.decay_curve_stopping_spec", {}, "choose one automated stopping rule: "
                                 "median_automated_stopping_spec or decay_curve_stopping_spec"))
@@ -38,6 +39,14 @@ def check_semantics(spec: TuningSpec) -> list[SpecError]:
         errors += check_grid(spec)
     errors += _check_job(spec)
     return errors
+
+
+def is_metric_tag(tag: str) -> bool:
+    """Whether ``tag`` can name a scalar as the trial writes it: TensorBoard keeps a tag as
+    given (``train/loss``, ``eval.top-1``, ``val:acc``; torch's SummaryWriter does not clean
+    it), and so does cloudml-hypertune. No line breaks or other control characters (a
+    stray newline from YAML), no space at either end (it would never match)."""
+    return 0 < len(tag) <= _TAG_MAX and tag.isprintable() and tag == tag.strip()
 
 
 def _check_parameters(parameters: list[ParameterSpec], path: str, seen: dict[str, tuple[str, str | None]],

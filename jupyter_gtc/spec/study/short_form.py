@@ -93,10 +93,11 @@ def from_short_form(data: dict[str, Any], overrides: dict[str, Any]) -> tuple[di
 
 
 def parse_metric(text: Any) -> dict[str, str] | SpecError:
-    """``val_loss:minimize`` (or ``{val_loss: minimize}``) as a Vertex MetricSpec."""
+    """``val_loss:minimize`` (or ``{val_loss: minimize}``) as a Vertex MetricSpec. The goal
+    follows the last ``:``, so a tag may hold one (``eval:top-1/acc:maximize``)."""
     if isinstance(text, dict) and len(text) == 1:
         text = ":".join(map(str, next(iter(text.items()))))
-    name, _, goal = str(text).partition(":")
+    name, _, goal = str(text).rpartition(":")
     goal = goal.strip().upper()
     if not name.strip() or goal not in ("MINIMIZE", "MAXIMIZE"):
         return SpecError("metric", text, "write NAME:minimize or NAME:maximize, e.g. val_loss:minimize")

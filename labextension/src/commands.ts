@@ -343,12 +343,21 @@ async function follow(
         toast.update(toastText(`${pending}… ${op.message}`));
       }
     });
+    // The model already holds the result (it updates before an operation resolves); say
+    // "done" once the sidebar has drawn it too, so no card still reads CREATING beside it.
+    await nextPaint();
     await toast.finish(done(result), 'success', { autoClose: 4000 });
   } catch (error) {
     const message = errorMessage(error);
     const text = `${pending} failed: ${message}`;
     await toast.finish(toastText(text), 'error', errorToastOptions(`${pending} failed`, text, message));
   }
+}
+
+/** After the next frame has been drawn: Lumino renders widgets' updates at an animation
+ * frame, and React commits what they render before the frame after. */
+function nextPaint(): Promise<void> {
+  return new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(() => resolve())));
 }
 
 /** An in-progress toast whose text changes. JupyterLab shows a toast asynchronously and

@@ -266,11 +266,11 @@ export class ClustersModel implements IDisposable {
     }
     this.operations.set(op.id, op);
     this._followers.get(op.id)?.forEach(f => f.progress?.(op));
-    this._settle(op);
     if (op.state === 'DONE' && op.result && before?.state !== 'DONE') {
-      this._replaceCluster(op.result); // at once: the feed's clusters event follows
+      this._replaceCluster(op.result); // at once, before the caller hears it is done
     }
     this._emitChanged();
+    this._settle(op);
   }
 
   private _settle(op: IOperation): void {

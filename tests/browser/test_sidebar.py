@@ -251,7 +251,7 @@ def test_create_scale_and_delete_show_their_progress_and_the_choice_outlives_a_r
         assert any(text.strip() != "Creating…" for text in shown), shown
         # Once the create has returned (its toast), the card never goes back to CREATING: no
         # read of the clusters from before the create ended overtakes its end. (Which of the
-        # toast and the card's RUNNING paints first is the browser's call: two fresh-clone runs
+        # toast and the card's RUNNING paints first is the browser's call: a fresh-clone run
         # saw the toast a frame first, even with the toast waiting for the next paint.)
         states = [s for s in page.evaluate("() => window.__states") if s.startswith(("scratch ", "toast:"))]
         print("card states and the toast while creating:", states)

@@ -127,9 +127,16 @@ export class ClustersModel implements IDisposable {
     this._connect();
   }
 
+  /** Cancel, requeue, hold or release a job. The answer shows at once, unless the feed has
+   * sent the job meanwhile: the answer can have been read before the action's own tick (the
+   * two come over different connections), and must not turn a held job back to pending. */
   async act(job: { cluster: string; id: string }, action: JobAction): Promise<void> {
     const path = `jobs/${enc(job.cluster)}/${enc(job.id)}/${action}`;
-    this._upsert(await requestAPI<IJob>(path, { method: 'POST' }));
+    const asked = this._feedEvents;
+    const answer = await requestAPI<IJob>(path, { method: 'POST' });
+    if ((this._fedAt.get(answer.id) ?? -1) < asked) {
+      this._upsert(answer);
+    }
   }
 
   /** Stop a study (its running trials are cancelled) or resume it (this server drives it). */
@@ -201,7 +208,7 @@ export class ClustersModel implements IDisposable {
         const snapshot = data as FeedEvent.ISnapshot;
         this.clusters = snapshot.clusters;
         this._jobs.clear();
-        snapshot.jobs.forEach(job => this._upsert(job));
+        snapshot.jobs.forEach(job => this._upsertFed(job));
         this.studies = snapshot.studies ?? [];
         this._replaceOperations(snapshot.operations ?? []);
         this.warning = null;
@@ -218,7 +225,7 @@ export class ClustersModel implements IDisposable {
         this._chooseCluster();
         break;
       case 'job':
-        this._upsert(data as IJob);
+        this._upsertFed(data as IJob);
         break;
       case 'studies': {
         const studies = data as FeedEvent.IStudies;
@@ -334,6 +341,11 @@ export class ClustersModel implements IDisposable {
     }
   }
 
+  private _upsertFed(job: IJob): void {
+    this._fedAt.set(job.id, ++this._feedEvents);
+    this._upsert(job);
+  }
+
   private _upsert(job: IJob): void {
     if (job.cluster === this.cluster) {
       this._jobs.set(job.id, job);
@@ -375,6 +387,8 @@ export class ClustersModel implements IDisposable {
   private _jobs = new Map<string, IJob>();
   private _sortedJobs: IJob[] | null = null;
   private _receivedAt = new Map<string, number>();
+  private _feedEvents = 0; // jobs the feed has sent, counted
+  private _fedAt = new Map<string, number>(); // job id -> the count when the feed last sent it
   private _frame = 0;
   private _changed = new Signal<this, void>(this);
 }

@@ -37,6 +37,8 @@ class PretrainConfig:
     dtype: str = _f("auto", "compute dtype: auto (bf16 on GPU, fp32 on CPU), bf16 or fp32")
     checkpoint_every: int = _f(50, "save a checkpoint every N steps (and at the end)")
     keep_checkpoints: int = _f(2, "how many checkpoints to keep")
+    hold_until: str | None = _f(None, "after each checkpoint, wait until this file exists (a relative path is "
+                                      "the job's folder's): a test preempts a run at a known step this way")
     init_from: str | None = _f(None, "continued pretraining: start from these weights (a model folder, "
                                      "a checkpoint folder or one step-N checkpoint)")
     seed: int = _f(0, "seed of the weights and of the batch order")

@@ -1,7 +1,7 @@
 """Pretrain (or continue pretraining) a Llama or Gemma model from random initialisation.
 
     srun torchrun --nnodes=$SLURM_NNODES --nproc-per-node=$GPUS --rdzv-backend=c10d \\
-        --rdzv-endpoint=$HEAD:29500 -m jupyter_gtc.recipes.pretrain --model llama --size tiny
+        --rdzv-endpoint=$HEAD:$PORT -m jupyter_gtc.recipes.pretrain --model llama --size tiny
 
 Writes checkpoints to AIP_CHECKPOINT_DIR (and resumes from the newest one when the job is
 requeued), scalars to AIP_TENSORBOARD_LOG_DIR and the final model to AIP_MODEL_DIR, where
@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
+from pathlib import Path
 
 import torch
 
@@ -64,6 +66,15 @@ def build(config: PretrainConfig, tokenizer, world: World, checkpoints: Checkpoi
     if world.is_main:
         model_config.save_pretrained(checkpoints.hf_folder)
     return model
+
+
+def hold_until(file: Path, say) -> None:
+    """Wait until ``file`` exists. A test that requeues a run at this point finds it still
+    running whatever the machine's speed, instead of racing it with extra steps."""
+    if not file.exists():
+        say(f"holding until {file} exists", flush=True)
+        while not file.exists():
+            time.sleep(0.1)
 
 
 def train_step(model, optimizer, ids: torch.Tensor, autocast, grad_clip: float) -> tuple[torch.Tensor, float]:
@@ -133,6 +144,8 @@ def train(config: PretrainConfig) -> dict[str, float]:
                 + (f" mfu {values['perf/mfu']:.1%}" if "perf/mfu" in values else ""), flush=True)
         if step % config.checkpoint_every == 0 or step == config.steps:
             checkpoints.save(step, model, optimizer, {"loss": values["train/loss"]})
+            if config.hold_until:
+                hold_until(Path(config.hold_until), say)
             metrics.restart_clock()
 
     metrics.close()

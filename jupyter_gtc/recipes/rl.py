@@ -101,31 +101,30 @@ def check(config: RLConfig) -> list[SpecError]:
     return errors
 
 
-def dataset(config: RLConfig):
-    from datasets import Dataset
+def rl_rows(config: RLConfig) -> list[dict[str, Any]]:
     from .tasks import generated, load_rows
-    rows = (load_rows(config.data, config.algorithm) if config.data
-            else generated(config.algorithm, config.examples, config.seed, config.max_operand))
-    return Dataset.from_list(rows)
+    if config.data:
+        return load_rows(config.data, config.algorithm)
+    return generated(config.algorithm, config.examples, config.seed, config.max_operand)
 
 
-def dpo_trainer(config: RLConfig, dirs: JobDirs) -> tuple[Path, Any]:
+def dpo_trainer(config: RLConfig, dirs: JobDirs, dataset) -> tuple[Path, Any]:
     from trl import DPOConfig, DPOTrainer
     args = DPOConfig(**trainer_args(config, dirs, config.lr), beta=config.beta, max_length=config.max_length)
     init = resolve_init(config.init_from, dirs.checkpoints, args)
     # The model as a folder: DPOTrainer loads the reference model from the same path.
-    return init, DPOTrainer(model=str(init), args=args, train_dataset=dataset(config),
+    return init, DPOTrainer(model=str(init), args=args, train_dataset=dataset,
                             processing_class=tokenizer(init), callbacks=callbacks(dirs))
 
 
-def grpo_trainer(config: RLConfig, dirs: JobDirs) -> tuple[Path, Any]:
+def grpo_trainer(config: RLConfig, dirs: JobDirs, dataset) -> tuple[Path, Any]:
     from trl import GRPOConfig, GRPOTrainer
     from .tasks import arithmetic_reward
     args = GRPOConfig(**trainer_args(config, dirs, config.lr), beta=config.beta, num_generations=config.num_generations,
                       max_completion_length=config.max_completion_length, temperature=config.temperature)
     init = resolve_init(config.init_from, dirs.checkpoints, args)
     return init, GRPOTrainer(model=str(init), reward_funcs=arithmetic_reward, args=args,
-                             train_dataset=dataset(config), processing_class=tokenizer(init), callbacks=callbacks(dirs))
+                             train_dataset=dataset, processing_class=tokenizer(init), callbacks=callbacks(dirs))
 
 
 def tokenizer(folder):
@@ -134,8 +133,10 @@ def tokenizer(folder):
 
 
 def run(config: RLConfig) -> None:
+    data = rl_rows(config)  # first: a bad --data is refused in a second, not after TRL's imports
+    from datasets import Dataset
     dirs = JobDirs.from_env(config.output_dir)
-    init, trainer = (dpo_trainer if config.algorithm == "dpo" else grpo_trainer)(config, dirs)
+    init, trainer = (dpo_trainer if config.algorithm == "dpo" else grpo_trainer)(config, dirs, Dataset.from_list(data))
     train(trainer, dirs)
     finish(trainer, dirs, {"recipe": config.algorithm, "base_model": str(init), "lora": False})
 

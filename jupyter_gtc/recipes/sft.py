@@ -65,15 +65,16 @@ class SFTConfig:
 
 # -- SFT --------------------------------------------------------------------------------------
 
-def sft_dataset(config: SFTConfig):
-    from datasets import Dataset
+def sft_rows(config: SFTConfig) -> list[dict]:
     from .tasks import generated, load_rows
     if config.data:
-        return Dataset.from_list(load_rows(config.data, "sft"))
-    return Dataset.from_list(generated("sft", config.examples, config.seed, config.max_operand))
+        return load_rows(config.data, "sft")
+    return generated("sft", config.examples, config.seed, config.max_operand)
 
 
 def run(config: SFTConfig) -> None:
+    rows = sft_rows(config)  # first: a bad --data is refused in a second, not after TRL's imports
+    from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import SFTConfig as TRLConfig, SFTTrainer
 
@@ -88,7 +89,7 @@ def run(config: SFTConfig) -> None:
                      # data.CHAT_TEMPLATE; they hold <|eos|> too, so the model learns to stop.
                      assistant_only_loss=True)
     init = resolve_init(config.init_from, dirs.checkpoints, args)
-    trainer = SFTTrainer(model=str(init), args=args, train_dataset=sft_dataset(config),
+    trainer = SFTTrainer(model=str(init), args=args, train_dataset=Dataset.from_list(rows),
                          processing_class=AutoTokenizer.from_pretrained(str(init)), peft_config=peft_config,
                          callbacks=callbacks(dirs))
     train(trainer, dirs)

@@ -55,8 +55,9 @@ def test_a_normal_user_runs_a_two_node_torchrun_job_from_a_notebook(slurm_availa
         f"from jupyter_gtc import api\ncluster = api.create_cluster({SPEC!r})\n[n.name for n in cluster.nodes]",
         "%%sbatch --cluster nrlab --job-name ddp --nodes 2 --ntasks-per-node 1\n#!/bin/bash\n"
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)\n'
+        "port=$(python -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); print(s.getsockname()[1])')\n"
         'srun torchrun --nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d '
-        '--rdzv-endpoint="$head:$((29500 + SLURM_JOB_ID % 1000))" --rdzv-id="$SLURM_JOB_ID" '
+        '--rdzv-endpoint="$head:$port" --rdzv-id="$SLURM_JOB_ID" '
         f"{lab_dir / 'root' / 'ddp_hello.py'}",
         "import json, os\njob = api.get_job('ddp', 'nrlab').wait(timeout=300)\n"
         "record = {'state': job.state, 'exit_code': job.exit_code, 'log': job.logs(), 'user': os.environ['USER']}\n"

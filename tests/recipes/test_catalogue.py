@@ -25,7 +25,7 @@ def test_flags_come_from_the_recipe_the_config_then_the_user():
     assert recipe_args(sft, sft.config("tiny-lora"), "/m o'del", ["--max-steps", "5"]) == [
         "--lora", "--max-steps", "300", "--batch-size", "16", "--init-from", "/m o'del", "--max-steps", "5"]
     assert recipe_args(get_recipe("gemma-pretrain"), get_recipe("gemma-pretrain").config("tiny"), None, []) == [
-        "--model", "gemma", "--size", "tiny"]
+        "--model", "gemma", "--size", "tiny", "--steps", "100"]
 
 
 def test_every_recipe_has_a_tiny_config_a_notebook_and_an_existing_source():

@@ -4,11 +4,7 @@ model transformers loads, resumes exactly from a checkpoint, and refuses bad fla
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,29 +12,7 @@ import pytest
 from jupyter_gtc.exceptions import SpecErrors
 from jupyter_gtc.recipes import data
 from jupyter_gtc.recipes.config import parse_args
-
-STEP_LINE = re.compile(r"^step (\d+)/\d+ loss ([0-9.]+)", re.M)
-
-
-def pretrain(out: Path, *flags: str, launcher: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIP_")}
-    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    argv = [*(launcher or (sys.executable,)), "-m", "jupyter_gtc.recipes.pretrain", "--output-dir", str(out),
-            "--log-every", "1", *flags]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
-
-
-def losses(output: str) -> dict[int, float]:
-    return {int(step): float(loss) for step, loss in STEP_LINE.findall(output)}
-
-
-@pytest.fixture(scope="module")
-def run20(tmp_path_factory):
-    """20 steps from random initialisation, a checkpoint every 10."""
-    out = tmp_path_factory.mktemp("pretrain")
-    done = pretrain(out, "--steps", "20", "--checkpoint-every", "10")
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out, losses(done.stdout)
+from tests.recipes.conftest import RUN20_FLAGS, losses, pretrain  # run20, the fixture, lives there too
 
 
 def test_loss_falls_and_the_model_loads_with_from_pretrained(run20):
@@ -63,7 +37,7 @@ def test_a_resumed_run_repeats_the_uninterrupted_losses(run20, tmp_path):
     for name in ("hf", "step-00000010"):  # as if killed after the checkpoint at step 10
         subprocess.run(["cp", "-r", str(out / "checkpoints" / name), str(resumed / "checkpoints")], check=True)
     (resumed / "checkpoints" / "step-00000015.partial").mkdir()  # a save the kill interrupted
-    done = pretrain(resumed, "--steps", "20", "--checkpoint-every", "10")
+    done = pretrain(resumed, *RUN20_FLAGS)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming from" in done.stdout and "(step 10," in done.stdout
     again = losses(done.stdout)

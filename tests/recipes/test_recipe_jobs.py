@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tests.conftest import sleep_until
+from tests.recipes.conftest import RUN20_FLAGS, losses as losses_in
 
 SPEC = {
     "display_name": "rcp",
@@ -17,7 +18,6 @@ SPEC = {
     "orchestrator_spec": {"slurm_spec": {"partitions": [{"id": "cpu", "node_pool_ids": ["cpu"]}]}},
     "local": {"resource_scale": 0.25},
 }
-STEP_LINE = re.compile(r"^step (\d+)/\d+ loss ([0-9.]+)", re.M)
 
 
 @pytest.fixture(scope="module")
@@ -31,20 +31,20 @@ def cluster(slurm_available):
 
 
 def losses(job) -> dict[int, float]:
-    return {int(s): float(v) for s, v in STEP_LINE.findall(job.logs())}
+    return losses_in(job.logs())
 
 
-def test_two_nodes_give_the_loss_curve_of_one_node_with_the_same_global_batch(cluster):
+def test_two_nodes_give_the_loss_curve_of_one_node_with_the_same_global_batch(cluster, run20):
+    """The one-node curve is the reference run's: the same program and flags, run by hand."""
     from jupyter_gtc import api
 
-    flags = ["--steps", "6", "--log-every", "1", "--checkpoint-every", "6"]
-    two = api.run_recipe("llama-pretrain", cluster, nodes=2, args=flags).wait(300)
-    one = api.run_recipe("llama-pretrain", cluster, nodes=1, args=flags).wait(300)
-    assert (two.state, one.state) == ("COMPLETED", "COMPLETED"), two.logs() + one.logs()
-    assert "world 2 on cpu" in two.logs() and "world 1 on cpu" in one.logs()
-    assert sorted(losses(two)) == list(range(1, 7))
-    assert losses(two) == pytest.approx(losses(one), abs=1e-3)
-    assert api.recipe_output("llama-pretrain", cluster) == one.model_dir
+    _, one = run20
+    two = api.run_recipe("llama-pretrain", cluster, nodes=2, args=[*RUN20_FLAGS, "--log-every", "1"]).wait(300)
+    assert two.state == "COMPLETED", two.logs()
+    assert "world 2 on cpu" in two.logs()
+    assert sorted(losses(two)) == list(range(1, 21))
+    assert losses(two) == pytest.approx(one, abs=1e-3)
+    assert api.recipe_output("llama-pretrain", cluster) == two.model_dir
 
 
 def test_the_cli_runs_the_next_recipe_from_the_newest_model_passing_unknown_flags_on(cluster):
@@ -65,17 +65,20 @@ def test_the_cli_runs_the_next_recipe_from_the_newest_model_passing_unknown_flag
 def test_a_requeued_job_resumes_from_its_newest_checkpoint(cluster):
     from jupyter_gtc import api
 
-    job = api.run_recipe("llama-pretrain", cluster, args=["--steps", "80", "--checkpoint-every", "10",
-                                                        "--log-every", "1"])
-    assert sleep_until(lambda: (job.checkpoint_dir / "step-00000010").is_dir(), 240), job.logs()
+    # The first run holds after its checkpoint at step 5, so it is still running when requeued
+    # however fast this machine is; the requeued run resumes there and holds again at step 10
+    # until the test has seen it start (only then is the first run surely gone) and lets it go.
+    job = api.run_recipe("llama-pretrain", cluster, args=["--steps", "10", "--checkpoint-every", "5",
+                                                        "--log-every", "1", "--hold-until", "go"])
+    assert sleep_until(lambda: (job.checkpoint_dir / "step-00000005").is_dir(), 240), job.logs()
     job.requeue()
-    job.wait(600)
+    assert sleep_until(lambda: "resuming from" in job.logs(), 240), job.logs()
+    (job.job_dir / "go").touch()  # "go" is relative to the job's folder, where the program runs
+    job.wait(300)
     assert job.state == "COMPLETED", job.logs()
     log = job.logs()  # the requeued run's output
-    resumed = re.search(r"resuming from \S+ \(step (\d+), restart 1\)", log)
-    assert resumed, log[-2000:]
-    steps = sorted(losses(job))
-    assert steps[0] == int(resumed.group(1)) + 1 and steps[-1] == 80
+    assert re.search(r"resuming from \S+step-00000005 \(step 5, restart 1\)", log), log[-2000:]
+    assert sorted(losses(job)) == list(range(6, 11))
 
 
 def test_a_recipe_that_needs_a_model_says_which_run_to_do_first(cluster):

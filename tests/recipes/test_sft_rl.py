@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -144,6 +145,10 @@ def series(job: Path, tag: str) -> list[float]:
     return [s.value for s in sorted(read_metrics(job / "logs"), key=lambda s: s.step) if s.tag == tag]
 
 
+def losses_by_step(job: Path) -> dict[int, float]:
+    return {s.step: s.value for s in read_metrics(job / "logs") if s.tag == "train/loss"}
+
+
 def total_steps(job: Path) -> list[tuple[int, float]]:
     return [(s.step, s.value) for s in read_metrics(job / "logs") if s.tag == "progress/total_steps"]
 
@@ -159,8 +164,15 @@ def sft_job(base_model, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def lora_job(base_model, tmp_path_factory) -> Path:
+    """LoRA, 100 steps, on the user's own --data: here the very rows the program generates
+    without it (SFTConfig's defaults), so the run is the tiny default one."""
     job = tmp_path_factory.mktemp("lora")
-    result = run_recipe("sft", job, "--init-from", str(base_model), "--lora", "--max-steps", "100")
+    rows = job / "rows.jsonl"
+    defaults = SFTConfig()
+    rows.write_text("".join(json.dumps(r) + "\n" for r in tasks.instructions(defaults.examples, defaults.seed,
+                                                                                MAX_OPERAND)))
+    result = run_recipe("sft", job, "--init-from", str(base_model), "--lora", "--max-steps", "100",
+                        "--data", str(rows))
     assert result.returncode == 0
     return job
 
@@ -227,22 +239,20 @@ def test_grpo_reward_rises_from_the_sft_model(sft_job, tmp_path):
     assert json.loads((tmp_path / "model" / "recipe.json").read_text())["recipe"] == "grpo"
 
 
-def test_a_requeued_job_resumes_from_its_checkpoint(base_model, tmp_path):
-    """A first run stops at step 10 (as if preempted); the requeued job, launched by torchrun
-    as Slurm jobs are, continues at step 11 with the user's own --data."""
-    rows = tmp_path / "rows.jsonl"
-    rows.write_text("".join(json.dumps(r) + "\n" for r in tasks.instructions(200, seed=5)))
-    common = ("--init-from", str(base_model), "--data", str(rows), "--save-steps", "5")
-    assert run_recipe("sft", tmp_path, *common, "--max-steps", "10").returncode == 0
-    assert (tmp_path / "checkpoints" / "checkpoint-10").is_dir()
-
-    result = run_recipe("sft", tmp_path, *common, "--max-steps", "20", restart=1,
+def test_a_requeued_job_resumes_from_its_checkpoint(sft_job, base_model, tmp_path):
+    """The full SFT run as if preempted after its checkpoint at step 50: the requeued job,
+    launched by torchrun as Slurm jobs are, resumes there and repeats the losses the
+    uninterrupted run had from step 51 on (model, optimizer, schedule, RNG and data position
+    all come back)."""
+    shutil.copytree(sft_job / "checkpoints" / "checkpoint-50", tmp_path / "checkpoints" / "checkpoint-50")
+    result = run_recipe("sft", tmp_path, "--init-from", str(base_model), "--max-steps", "100", restart=1,
                         launcher=("-m", "torch.distributed.run", "--nproc_per_node=1"))
     assert result.returncode == 0
-    assert "resuming from" in result.stdout and "checkpoint-10" in result.stdout
-    steps = [s.step for s in read_metrics(tmp_path / "logs") if s.tag == "train/loss"]
-    assert steps == list(range(1, 21))
-    assert json.loads((tmp_path / "model" / "recipe.json").read_text())["steps"] == 20
+    assert "resuming from" in result.stdout and "checkpoint-50" in result.stdout
+    resumed, uninterrupted = losses_by_step(tmp_path), losses_by_step(sft_job)
+    assert sorted(resumed) == list(range(51, 101))
+    assert resumed == pytest.approx({step: uninterrupted[step] for step in resumed}, abs=1e-4)
+    assert json.loads((tmp_path / "model" / "recipe.json").read_text())["steps"] == 100
 
 
 @pytest.mark.parametrize("make_folder, says", [

@@ -6,7 +6,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).parent.parent / "jupyter_gtc"
 LAYERS = {  # module prefix -> rank; a module may import only ranks <= its own
-    "exceptions": 0, "_process": 0, "_ports": 0, "metrics": 1,
+    "exceptions": 0, "_process": 0, "_ports": 0, "hosts": 0, "metrics": 1,
     "spec": 1, "state": 1, "slurm": 1, "recipes": 1, "examples": 1, "backends": 2,
     "services": 3, "api": 4, "namespaces": 4,
     "cli": 5, "magics": 5, "widgets": 5, "server": 5,
@@ -98,3 +98,45 @@ def test_only_the_edge_starts_processes():
         for what, line in process_starts_in(path.read_text()):
             wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} uses {what}")
     assert not wrong, "only jupyter_gtc/_process.py may start processes:\n" + "\n".join(wrong)
+
+
+# Modules that read or write a cluster's files (job folders, logs, event files, the
+# completion file): only through the cluster's host (jupyter_gtc/hosts), so the same code
+# reads a login node's files over SSH. (ARCHITECTURE.md, "Hosts".)
+THROUGH_THE_HOST = ("services/jobs.py", "services/logs.py", "services/metrics.py", "metrics/reader.py",
+                    "metrics/hypertune.py", "slurm/commands.py", "server/handlers_jobs.py")
+FILE_FUNCTIONS = {"open", "io.open", "os.open", "os.stat", "os.lstat", "os.scandir", "os.listdir", "os.walk",
+                  "os.makedirs", "os.mkdir", "os.remove", "os.unlink", "os.replace", "os.rename",
+                  "shutil.rmtree", "shutil.copytree", "shutil.copy", "shutil.copyfile", "glob.glob"}
+PATH_METHODS = {"open", "read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "touch", "unlink", "rmdir",
+                "glob", "rglob", "iterdir", "exists", "is_dir", "is_file", "stat", "lstat", "rename", "replace"}
+
+
+def direct_file_access_in(source: str) -> list[tuple[str, int]]:
+    """(call, line) for each call that touches a file other than through a host: a file
+    function of the standard library, or a ``Path`` method on anything not named ``*host``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = ast.unparse(node.func)
+        if name in FILE_FUNCTIONS:
+            found.append((name, node.lineno))
+        elif (isinstance(node.func, ast.Attribute) and node.func.attr in PATH_METHODS
+              and not ast.unparse(node.func.value).endswith("host")):
+            found.append((name, node.lineno))
+    return found
+
+
+def test_the_file_check_sees_each_way_to_touch_a_file():
+    assert direct_file_access_in("open(p)\nos.stat(p)\nshutil.rmtree(d)\n") == [
+        ("open", 1), ("os.stat", 2), ("shutil.rmtree", 3)]
+    assert direct_file_access_in("(job_dir / 'x').write_text(s)\nd.glob('*.out')\np.stat().st_mtime\n") == [
+        ("(job_dir / 'x').write_text", 1), ("d.glob", 2), ("p.stat", 3)]
+    assert direct_file_access_in("self.host.stat(p)\nhost.read(p, 0)\njob.host.list_dir(d)\nos.path.join(a, b)\n") == []
+
+
+def test_cluster_files_are_touched_only_through_the_host():
+    wrong = [f"{module}:{line} calls {call}" for module in THROUGH_THE_HOST
+             for call, line in direct_file_access_in((PACKAGE / module).read_text())]
+    assert not wrong, "read a cluster's files through its host (Backend.host):\n" + "\n".join(wrong)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hosts import LOCAL, Host
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import NodeStatus
 from ..spec.cluster import ClusterSpec
@@ -72,7 +73,13 @@ class Backend(ABC):
 
     @abstractmethod
     def commands(self, runtime: dict[str, Any]) -> SlurmCommands:
-        """Slurm's command-line tools, pointed at this cluster."""
+        """Slurm's command-line tools, pointed at this cluster (run on ``host``)."""
+
+    def host(self, runtime: dict[str, Any]) -> Host:
+        """Where the cluster's commands run and its job folders live: this machine for a
+        local cluster, the login node for an existing one. Services touch a cluster's files
+        only through it."""
+        return LOCAL
 
     @abstractmethod
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 
+from ..hosts import LOCAL, Host
 from .scalar import Scalar
 
 log = logging.getLogger(__name__)
@@ -53,23 +53,23 @@ class HypertuneTail:
     is the number of evaluations a trial makes: small.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, host: Host = LOCAL):
         self.path = Path(path)
+        self._host = host
         self.bad_lines = 0
         self._seen: set[str] = set()
         self._signature: tuple[int, int, int] | None = None
 
     def read_new(self) -> list[Scalar]:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
+        st = self._host.stat(self.path)
+        if st is None:
             return []
-        signature = (st.st_ino, st.st_size, st.st_mtime_ns)
-        racy = time.time() - st.st_mtime < RACY_SECONDS
+        signature = (st.inode, st.size, st.mtime_ns)
+        racy = time.time() - st.mtime < RACY_SECONDS
         if signature == self._signature and not racy:
             return []
         try:
-            text = self.path.read_bytes().decode("utf-8", errors="replace")
+            text = self._host.read(self.path).decode("utf-8", errors="replace")
         except FileNotFoundError:
             return []
         self._signature = signature

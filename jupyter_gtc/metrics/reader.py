@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 
+from ..hosts import LOCAL, FileStat, Host
 from .events import EventDecoder
 from .hypertune import HypertuneTail
 from .records import CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, TAIL_SIZE, frame_record, read_records
@@ -100,15 +101,16 @@ class MetricsReader:
     """
 
     def __init__(self, log_dir: Path, hypertune_file: Path | None = None, *,
-                 full_rescan_s: float = 30.0, page_bytes: int = PAGE_BYTES):
+                 full_rescan_s: float = 30.0, page_bytes: int = PAGE_BYTES, host: Host = LOCAL):
         self.log_dir = Path(log_dir)
+        self.host = host  # where the log dir is: every stat, listing and read goes through it
         self.hypertune_file = Path(hypertune_file) if hypertune_file else None
         self.full_rescan_s = full_rescan_s
         self.page_bytes = page_bytes
         self.corrupt_records = 0          # skipped records, over the life of the reader
         self.caught_up = False            # the last call left nothing unread
         self.last_poll = PollStats(caught_up=False)
-        self._hypertune = HypertuneTail(self.hypertune_file) if self.hypertune_file else None
+        self._hypertune = HypertuneTail(self.hypertune_file, host) if self.hypertune_file else None
         self._folders: dict[str, _Folder] = {}    # relative path -> cached listing
         self._files: dict[str, _EventFile] = {}   # relative path -> read position
         self._decoders: dict[str, EventDecoder] = {}  # run -> decoder (knows its tags)
@@ -158,7 +160,7 @@ class MetricsReader:
     def read_all(self) -> list[Scalar]:
         """Every scalar now on disk in one list, read by a fresh reader; this reader's place
         is kept. Its memory grows with the log dir: for big ones, use a fresh reader's `pages()`."""
-        return MetricsReader(self.log_dir, self.hypertune_file).read_new(limit=None)
+        return MetricsReader(self.log_dir, self.hypertune_file, host=self.host).read_new(limit=None)
 
     # -- the walk ------------------------------------------------------------------
 
@@ -173,13 +175,12 @@ class MetricsReader:
         stack = [""]
         while stack:
             rel = stack.pop()
-            try:
-                st = os.stat(self.log_dir / rel)
-            except OSError:       # not created yet, or removed while we walked
+            st = self.host.stat(self.log_dir / rel)
+            if st is None:        # not created yet, or removed while we walked
                 continue
             folder = self._folders.get(rel)
             if (not full and folder is not None and folder.trusted
-                    and folder.mtime_ns == st.st_mtime_ns):
+                    and folder.mtime_ns == st.mtime_ns):
                 stats.dirs_statted += 1
             else:
                 folder = self._list(rel, st, now)
@@ -195,22 +196,18 @@ class MetricsReader:
             del self._files[gone]
         return files
 
-    def _list(self, rel: str, st: os.stat_result, now: float) -> _Folder | None:
+    def _list(self, rel: str, st: FileStat, now: float) -> _Folder | None:
         # Symlinked folders are not followed (as os.walk does not): no cycles to guard.
-        trusted = now - st.st_mtime > RACY_SECONDS  # a future mtime (clock skew) is not
-        folder = _Folder(st.st_mtime_ns, trusted)
-        try:
-            with os.scandir(self.log_dir / rel) as entries:
-                for entry in entries:
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            folder.subfolders.append(entry.name)
-                        elif EVENT_FILE_MARK in entry.name and entry.is_file():
-                            folder.event_files.append(entry.name)
-                    except OSError:
-                        continue
-        except (NotADirectoryError, FileNotFoundError):
+        trusted = now - st.mtime > RACY_SECONDS  # a future mtime (clock skew) is not
+        folder = _Folder(st.mtime_ns, trusted)
+        entries = self.host.list_dir(self.log_dir / rel)
+        if entries is None:
             return None
+        for entry in entries:
+            if entry.is_dir:
+                folder.subfolders.append(entry.name)
+            elif EVENT_FILE_MARK in entry.name and entry.is_file:
+                folder.event_files.append(entry.name)
         folder.event_files.sort()  # older files first (names start with a timestamp)
         return folder
 
@@ -220,28 +217,27 @@ class MetricsReader:
                    budget: _Budget | None) -> bool:
         """Read what is new in one file into `out`; False if the page filled up first."""
         path = self.log_dir / rel
-        try:
-            st = os.stat(path)
-        except OSError:
+        st = self.host.stat(path)
+        if st is None:
             return True
         stats.files_statted += 1
         state = self._files.get(rel)
         if state is None:
             run = os.path.dirname(rel)
             state = self._files[rel] = _EventFile(run=run)
-        if st.st_size == state.size and st.st_ino == state.inode:
+        if st.size == state.size and st.inode == state.inode:
             return True
         if budget is not None and not budget.left(out, stats):
             return False
-        if st.st_size < state.offset:
+        if st.size < state.offset:
             log.info("%s shrank (%d < %d bytes): reading it again from the start",
-                     path, st.st_size, state.offset)
+                     path, st.size, state.offset)
             state.offset, state.tail = 0, b""
         decoder = self._decoders.get(state.run)
         if decoder is None:
             decoder = self._decoders[state.run] = EventDecoder(state.run)
         try:
-            with open(path, "rb") as f:
+            with self.host.open_read(path) as f:
                 if state.offset and not self._same_file(f, state, stats):
                     log.info("%s was replaced: reading it again from the start", path)
                     state.offset, state.tail = 0, b""
@@ -252,7 +248,7 @@ class MetricsReader:
         except FileNotFoundError:
             return True
         # A file left midway is opened again next call, whatever its size says.
-        state.size, state.inode = (st.st_size if at_end else -1), st.st_ino
+        state.size, state.inode = (st.size if at_end else -1), st.inode
         return at_end
 
     @staticmethod
@@ -324,9 +320,9 @@ def _gc_paused():
             gc.enable()
 
 
-def read_metrics(log_dir: Path, hypertune_file: Path | None = None) -> list[Scalar]:
+def read_metrics(log_dir: Path, hypertune_file: Path | None = None, host: Host = LOCAL) -> list[Scalar]:
     """Every scalar now under `log_dir` (and in `hypertune_file`) in one list, sorted by
     wall time. Its memory grows with the log dir (~190 bytes a scalar): for big ones, use
     `MetricsReader(log_dir).pages()`."""
-    return MetricsReader(log_dir, hypertune_file).read_new(limit=None)
+    return MetricsReader(log_dir, hypertune_file, host=host).read_new(limit=None)
 

@@ -16,7 +16,6 @@ Slurm id or its name, as everywhere else.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict
 from typing import Any
 
@@ -72,7 +71,7 @@ class JobLogHandler(GtcHandler):
         def read() -> dict[str, Any]:
             job = api.get_job(ref, cluster)
             finished = job.finished  # before reading: a finished job's log is complete once read
-            return {**read_log_range(str(job.log_file()), offset, limit), "finished": finished}
+            return {**job.log_range(offset, limit), "finished": finished}
 
         self.write_json(await self.call(read))
 
@@ -101,37 +100,6 @@ def scalar_json(scalar) -> dict[str, Any]:
     if not math.isfinite(out["value"]):
         out["value"] = None
     return out
-
-
-def read_log_range(path: str, offset: int | None, limit: int) -> dict[str, Any]:
-    """Up to ``limit`` bytes of the file from ``offset``, or, without one, its last ``limit``
-    bytes from a line start. ``offset`` in the answer is where ``text`` starts: 0 when the
-    file is now shorter than the client's offset (a requeued job starts its log over).
-    ``next_offset`` never splits a UTF-8 character: its first bytes wait for the next read."""
-    from_end = offset is None
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            start = max(0, size - limit) if from_end else (offset if offset <= size else 0)
-            f.seek(start)
-            data = f.read(limit)
-    except FileNotFoundError:  # the job has not started writing
-        return {"text": "", "offset": 0, "next_offset": 0, "size": 0}
-    if from_end and start > 0:  # begin at a whole line
-        cut = data.find(b"\n") + 1
-        start, data = start + cut, data[cut:]
-    data = data[:_whole_utf8_length(data)]
-    return {"text": data.decode(errors="replace"), "offset": start, "next_offset": start + len(data), "size": size}
-
-
-def _whole_utf8_length(data: bytes) -> int:
-    """``len(data)`` less a UTF-8 character cut off at its end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 != 0x80:  # not a continuation byte: the last character starts here
-            needed = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4 if byte >> 3 == 0b11110 else 1
-            return len(data) if back >= needed else len(data) - back
-    return len(data)
 
 
 def handlers(prefix: str) -> list[tuple]:

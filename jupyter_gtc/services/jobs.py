@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from ..exceptions import (
     ClusterBusy, ClusterNotFound, CommandError, GtcError, JobLogUnknown, JobNotFound, JobStateConflict, JobSubmitError,
     JobTimeout, SpecError,
 )
+from ..hosts import LOCAL, Host
 from ..slurm.parse import FINISHED_STATES
 from ..slurm.sbatch import explain_refusal, gpus_per_node_asked, read_sbatch_options
 from ..spec import machines
@@ -32,7 +32,7 @@ from .clusters import RUNNING, ClusterService
 from .job_env import chosen_python_env, python_env_variables
 from ..metrics import progress
 from ..metrics.progress import Progress
-from .logs import LogFollower, tail_lines
+from .logs import LogFollower, read_log_range, tail_lines
 from .metrics import JobMetrics, as_table
 from .poller import ClusterPoller, JobView, Snapshot
 
@@ -58,6 +58,7 @@ class Job:
     id = property(lambda self: self._record.slurm_id)
     name = property(lambda self: self._record.name)
     job_dir = property(lambda self: Path(self._record.job_dir))
+    host = property(lambda self: self._poller.host, doc="Where its folder and log are (the cluster's host).")
 
     @property
     def _live(self) -> JobView:
@@ -116,9 +117,10 @@ class Job:
     def log_path(self) -> Path | None:
         """The batch script's output (for an array, its first task's): in the job folder,
         unless its ``--output`` sent it where Slurm says."""
-        found = sorted(self.job_dir.glob(f"slurm-{self.id}*.out"))
-        if found:
-            return found[0]
+        names = sorted(e.name for e in self.host.list_dir(self.job_dir) or () if e.name.endswith(".out")
+                       and (e.name == f"slurm-{self.id}.out" or e.name.startswith(f"slurm-{self.id}_")))
+        if names:
+            return self.job_dir / names[0]
         said = self._live.log_path
         return Path(said) if said and "%" not in said else self.job_dir / f"slurm-{self.id}.out"
 
@@ -146,12 +148,17 @@ class Job:
     def logs(self, tail: int | None = None) -> str:
         """The job's output so far; only the last ``tail`` lines when given."""
         if tail is not None:
-            return tail_lines(self.log_file(), tail)
-        return LogFollower(self.log_file()).read_new(limit=-1)
+            return tail_lines(self.log_file(), tail, host=self.host)
+        return LogFollower(self.log_file(), host=self.host).read_new(limit=-1)
 
     def follow(self) -> LogFollower:
         """An incremental reader of the log: each ``read_new()`` returns only what was added."""
-        return LogFollower(self.log_file())
+        return LogFollower(self.log_file(), host=self.host)
+
+    def log_range(self, offset: int | None, limit: int) -> dict[str, Any]:
+        """Up to ``limit`` bytes of the log from ``offset`` (or its last ``limit`` bytes):
+        ``services.logs.read_log_range``, what the sidebar's log view pages through."""
+        return read_log_range(self.log_file(), offset, limit, self.host)
 
     @property
     def model_dir(self) -> Path:
@@ -277,11 +284,10 @@ class ForeignJob(Job):
         first = min(live.tasks, key=int, default=None)
         name = f"slurm-{self.id}_{first}.out" if first is not None else f"slurm-{self.id}.out"
         default = Path(live.work_dir) / name
-        try:
-            written = default.stat().st_mtime
-        except OSError:
+        written = self.host.stat(default)
+        if written is None:
             return None
-        return default if live.start_time is not None and written >= live.start_time else None
+        return default if live.start_time is not None and written.mtime >= live.start_time else None
 
     @property
     def metrics_feed(self) -> JobMetrics:
@@ -364,18 +370,18 @@ class JobService:
         """The process's one poller for ``cluster``: one per incarnation, since a cluster
         deleted and created again under the same name numbers its jobs from 1 again. (Given
         the cluster's ``record``, no query.)"""
-        if record is not None:
-            incarnation = record.created_at
-        else:
+        if record is None:
             try:
-                incarnation = self.store.get_cluster(cluster).created_at
+                record = self.store.get_cluster(cluster)
             except ClusterNotFound:
-                incarnation = None
+                pass
+        incarnation = None if record is None else record.created_at
         with self._lock:
             known = self._pollers.get(cluster)
             if known is None or known[0] != incarnation:
                 known = self._pollers[cluster] = (
-                    incarnation, ClusterPoller(cluster, lambda: self._commands(cluster), self.store))
+                    incarnation, ClusterPoller(cluster, lambda: self._commands(cluster), self.store,
+                                               host=self._host(record) if record is not None else LOCAL))
             return known[1]
 
     def metrics_of(self, job: Job) -> JobMetrics:
@@ -383,12 +389,15 @@ class JobService:
         with self._lock:
             key = job.job_dir  # unique, unlike (cluster, id) across a cluster's incarnations
             if key not in self._metrics:
-                self._metrics[key] = JobMetrics(job.log_dir, job.hypertune_file)
+                self._metrics[key] = JobMetrics(job.log_dir, job.hypertune_file, host=job.host)
             return self._metrics[key]
 
     def _commands(self, cluster: str, record: ClusterRecord | None = None) -> SlurmCommands:
         record = record or self.store.get_cluster(cluster)
         return get_backend(record.backend, self.clusters.home).commands(record.runtime)
+
+    def _host(self, record: ClusterRecord) -> Host:
+        return get_backend(record.backend, self.clusters.home).host(record.runtime)
 
     def submit(self, cluster: str, script: str, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None,
@@ -418,8 +427,9 @@ class JobService:
         name = option(pairs, "job-name") or default_name
         array = option(pairs, "array")
 
-        job_dir = self._new_job_dir(cluster, name, job_dir)
-        (job_dir / "job.sbatch").write_text(script if script.startswith("#!") else "#!/bin/bash\n" + script)
+        host = self.poller(cluster, record).host
+        job_dir = self._new_job_dir(host, cluster, name, job_dir)
+        host.write(job_dir / "job.sbatch", (script if script.startswith("#!") else "#!/bin/bash\n" + script).encode())
         extra = [] if option(pairs, "job-name") else [f"--job-name={name}"]
         if option(pairs, "output") is None:
             extra.append(f"--output={job_dir}/slurm-{'%A_%a' if array else '%j'}.out")
@@ -428,7 +438,7 @@ class JobService:
             slurm_id = self._commands(cluster, record).submit(job_dir / "job.sbatch", [*extra, *options], env,
                                                               cwd_option=job_dir, script_args=script_args)
         except CommandError as e:
-            shutil.rmtree(job_dir, ignore_errors=True)  # nothing half-recorded
+            host.remove_tree(job_dir)  # nothing half-recorded
             raise JobSubmitError(explain_refusal(e.stderr.strip()) or str(e), argv=e.argv) from None
         # The row keeps the environment beside sbatch's options, as the front ends' option names it.
         recorded = [*options, f"{PYTHON_ENV_OPTION}={chosen_env or 'none'}"]
@@ -560,23 +570,23 @@ class JobService:
         job._poller.watch(job.id)
         job._poller.poke()
 
-    def _new_job_dir(self, cluster: str, name: str, chosen: Path | None = None) -> Path:
+    def _new_job_dir(self, host: Host, cluster: str, name: str, chosen: Path | None = None) -> Path:
         if chosen is not None:
-            chosen.mkdir(parents=True, exist_ok=True)
             for sub in ("model", "checkpoints", "logs"):
-                (chosen / sub).mkdir(exist_ok=True)
+                host.make_dirs(chosen / sub)
             return chosen
         stamp = time.strftime("%Y%m%d-%H%M%S")
         base = self.clusters.home / "jobs" / cluster
+        host.make_dirs(base)
         for n in range(1000):
             job_dir = base / (f"{safe_name(name)}-{stamp}" + (f"-{n}" if n else ""))
             try:
-                job_dir.mkdir(parents=True)
+                host.make_dirs(job_dir, exist_ok=False)
                 break
             except FileExistsError:
                 continue
         for sub in ("model", "checkpoints", "logs"):
-            (job_dir / sub).mkdir()
+            host.make_dirs(job_dir / sub)
         return job_dir
 
     def _contract_env(self, cluster: str, job_dir: Path, spec) -> dict[str, str]:

@@ -1,17 +1,21 @@
-"""Reading a job's output files without re-reading them: the tail of a file by seeking from
-its end, and new bytes since the last read by remembering an offset."""
+"""Reading a job's output files without re-reading them, through the cluster's host: the
+tail of a file by seeking from its end, new bytes since the last read by remembering an
+offset, and a byte range for the sidebar's log view."""
 
 from __future__ import annotations
 
 import codecs
 import os
 from pathlib import Path
+from typing import Any
+
+from ..hosts import LOCAL, Host
 
 
-def tail_lines(path: Path, lines: int, block: int = 64 * 1024) -> str:
+def tail_lines(path: Path, lines: int, block: int = 64 * 1024, host: Host = LOCAL) -> str:
     """The last ``lines`` lines of ``path``, reading backwards only as far as needed."""
     try:
-        with open(path, "rb") as f:
+        with host.open_read(path) as f:
             end = f.seek(0, os.SEEK_END)
             data, pos = b"", end
             while pos > 0 and data.count(b"\n") <= lines:
@@ -29,18 +33,50 @@ class LogFollower:
     """Hands out what was appended to a file since the last call (a UTF-8 character cut in
     half by the writer is completed on the next call, never mangled)."""
 
-    def __init__(self, path: Path, offset: int = 0):
+    def __init__(self, path: Path, offset: int = 0, host: Host = LOCAL):
         self.path = Path(path)
         self.offset = offset
+        self._host = host
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def read_new(self, limit: int = 4 * 1024 * 1024) -> str:
         """At most ``limit`` bytes of what is new (-1: all of it)."""
         try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read(limit)
+            data = self._host.read(self.path, self.offset, limit)
         except FileNotFoundError:
             return ""
         self.offset += len(data)
         return self._decoder.decode(data)
+
+
+def read_log_range(path: Path, offset: int | None, limit: int, host: Host = LOCAL) -> dict[str, Any]:
+    """Up to ``limit`` bytes of the file from ``offset``, or, without one, its last ``limit``
+    bytes from a line start. ``offset`` in the answer is where ``text`` starts: 0 when the
+    file is now shorter than the client's offset (a requeued job starts its log over).
+    ``next_offset`` never splits a UTF-8 character: its first bytes wait for the next read."""
+    from_end = offset is None
+    st = host.stat(path)
+    if st is None:  # the job has not started writing
+        return {"text": "", "offset": 0, "next_offset": 0, "size": 0}
+    size = st.size
+    start = max(0, size - limit) if from_end else (offset if offset <= size else 0)
+    try:
+        data = host.read(path, start, limit)
+    except FileNotFoundError:
+        return {"text": "", "offset": 0, "next_offset": 0, "size": 0}
+    if from_end and start > 0:  # begin at a whole line
+        cut = data.find(b"\n") + 1
+        start, data = start + cut, data[cut:]
+    data = data[:_whole_utf8_length(data)]
+    return {"text": data.decode(errors="replace"), "offset": start, "next_offset": start + len(data), "size": size}
+
+
+def _whole_utf8_length(data: bytes) -> int:
+    """``len(data)`` less a UTF-8 character cut off at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: the last character starts here
+            needed = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4 if byte >> 3 == 0b11110 else 1
+            return len(data) if back >= needed else len(data) - back
+    return len(data)
+

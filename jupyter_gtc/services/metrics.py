@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..hosts import LOCAL, Host
 from ..metrics import Scalar
 from ..metrics.history import HistoryView, ScalarHistory
 from ..metrics.reader import MetricsReader
@@ -25,8 +26,8 @@ class JobMetrics:
     which keeps 28 bytes a scalar and moves all but its newest rows to a temporary file
     (``metrics.history``), and is then dropped."""
 
-    def __init__(self, log_dir: Path, hypertune_file: Path | None = None):
-        self._reader = MetricsReader(log_dir, hypertune_file)
+    def __init__(self, log_dir: Path, hypertune_file: Path | None = None, host: Host = LOCAL):
+        self._reader = MetricsReader(log_dir, hypertune_file, host=host)
         self._history = ScalarHistory()
         self._listeners: Listeners[list[Scalar]] = Listeners("metrics")
         self._lock = threading.RLock()

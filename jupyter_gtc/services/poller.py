@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..exceptions import ClusterNotFound
+from ..hosts import LOCAL, Host
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import FINISHED_STATES, JobStatus
 from ..state import Store
@@ -80,8 +81,9 @@ Listener = Callable[[list[JobView]], None]
 
 class ClusterPoller:
     def __init__(self, cluster: str, commands: Callable[[], SlurmCommands], store: Store,
-                 interval: float = 0.5, max_interval: float = 5.0, linger: float = 5.0):
+                 interval: float = 0.5, max_interval: float = 5.0, linger: float = 5.0, host: Host = LOCAL):
         self.cluster = cluster
+        self.host = host  # where the cluster's job folders and logs are read
         self._commands = commands
         self.store = store
         self.interval, self.max_interval, self.linger = interval, max_interval, linger

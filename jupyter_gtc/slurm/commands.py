@@ -1,6 +1,8 @@
-"""Slurm's command-line tools for one cluster, run through the edge (``_process.run``).
+"""Slurm's command-line tools for one cluster, run on the cluster's host (this machine for
+a local cluster, through ``_process.run``; a login node over SSH for an existing one).
 
-The cluster is chosen by ``SLURM_CONF``; the same class will serve an SSH runner later.
+The cluster is chosen by ``env`` (a local cluster's ``SLURM_CONF``); files it reads, the
+completion file, are read through the host too.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from pathlib import Path
 
 from .. import _process
 from ..exceptions import CommandError
+from ..hosts import LOCAL, Host
 from .parse import JobStatus, NodeStatus, parse_jobcomp, parse_scontrol_nodes, parse_squeue_json
 
 # What slurmctld answers (its slurm_errno.c) when a job action does not fit the job's state or
@@ -35,13 +38,15 @@ def state_refusal(error: CommandError) -> str | None:
 
 
 class SlurmCommands:
-    def __init__(self, env: dict[str, str], timeout: float = 30, jobcomp_file: Path | None = None):
+    def __init__(self, env: dict[str, str], timeout: float = 30, jobcomp_file: Path | None = None,
+                 host: Host = LOCAL):
         self.env = env
         self.timeout = timeout
         self.jobcomp_file = jobcomp_file
+        self.host = host
 
     def run(self, argv: list[str], *, check: bool = True, timeout: float | None = None) -> _process.Result:
-        return _process.run(argv, env=self.env, check=check, timeout=timeout or self.timeout)
+        return self.host.run(argv, env=self.env, check=check, timeout=timeout or self.timeout)
 
     def ping(self) -> bool:
         """True when slurmctld answers."""
@@ -68,8 +73,8 @@ class SlurmCommands:
                script_args: list[str] | None = None) -> str:
         """``sbatch --parsable``; options on the command line win over the script's #SBATCH lines;
         ``script_args`` reach the script as its ``"$@"``."""
-        result = _process.run(["sbatch", "--parsable", f"--chdir={cwd_option}", *options, str(script),
-                               *(script_args or [])], env={**env, **self.env}, timeout=self.timeout)
+        result = self.host.run(["sbatch", "--parsable", f"--chdir={cwd_option}", *options, str(script),
+                                *(script_args or [])], env={**env, **self.env}, timeout=self.timeout)
         return result.stdout.strip().split(";")[0]
 
     def queue(self) -> list[JobStatus]:
@@ -80,11 +85,12 @@ class SlurmCommands:
     def finished_jobs(self, offset: int = 0) -> tuple[list[JobStatus], int]:
         """Jobs recorded by jobcomp/filetxt after byte ``offset``; returns them and the new offset.
         Only whole lines are consumed, so a line being written is read on the next call."""
-        if self.jobcomp_file is None or not self.jobcomp_file.exists():
+        if self.jobcomp_file is None:
             return [], offset
-        with open(self.jobcomp_file, "rb") as f:
-            f.seek(offset)
-            data = f.read()
+        try:
+            data = self.host.read(self.jobcomp_file, offset)
+        except FileNotFoundError:
+            return [], offset
         complete = data[: data.rfind(b"\n") + 1]
         return parse_jobcomp(complete.decode(errors="replace")), offset + len(complete)
 

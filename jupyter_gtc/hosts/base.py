@@ -1,0 +1,120 @@
+"""The host contract: run an argument list, and a few file operations on POSIX paths.
+
+Small on purpose (as torchtitan's checkpoint storage is): everything services do with a
+cluster's files is one of these, so an SSH host needs nothing else. Paths are the host's
+own; they are never joined into a shell string (a host that needs one quotes each word).
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .._process import Result
+
+HostPath = str | os.PathLike
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime_ns: int
+    inode: int
+    is_dir: bool
+
+    @property
+    def mtime(self) -> float:
+        return self.mtime_ns / 1e9
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    """One name in a folder; symlinks are not followed (a link to a folder is neither)."""
+
+    name: str
+    is_dir: bool
+    is_file: bool
+
+
+class Host(ABC):
+    """One machine's commands and files."""
+
+    name: str
+
+    @abstractmethod
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, check: bool = True,
+            timeout: float = 60, input: str | None = None) -> Result:
+        """Run ``argv`` there to completion (``_process.run``'s contract: ``CommandError`` on
+        failure with ``check``, and on timeout); ``env`` is added to the host's environment."""
+
+    @abstractmethod
+    def stat(self, path: HostPath) -> FileStat | None:
+        """The file or folder at ``path`` (links followed), or None where nothing is."""
+
+    @abstractmethod
+    def list_dir(self, path: HostPath) -> list[DirEntry] | None:
+        """The names in folder ``path``, or None where it is no folder (or is gone)."""
+
+    @abstractmethod
+    def read(self, path: HostPath, offset: int = 0, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (-1: to the end) from ``offset``; ``FileNotFoundError`` where
+        there is no file. Fewer bytes only at the end of the file."""
+
+    @abstractmethod
+    def write(self, path: HostPath, data: bytes) -> None:
+        """Make ``path`` hold ``data``, whole: a reader sees the old file or the new one."""
+
+    @abstractmethod
+    def make_dirs(self, path: HostPath, exist_ok: bool = True) -> None:
+        """``mkdir -p``; with ``exist_ok=False``, ``FileExistsError`` where ``path`` is already."""
+
+    @abstractmethod
+    def remove_tree(self, path: HostPath) -> None:
+        """Remove ``path`` and all under it; nothing there is fine."""
+
+    def open_read(self, path: HostPath) -> "RangeReader":
+        """A read-only file object (``seek``, ``tell``, ``read``) over ``read``, for parsers
+        written against files; ``FileNotFoundError`` at once where there is no file."""
+        return RangeReader(self, path)
+
+
+class RangeReader:
+    """A file object whose reads are ``Host.read`` calls: each read costs one round trip on
+    a remote host, so callers read in big pieces. Seeking from the end asks the size."""
+
+    def __init__(self, host: Host, path: HostPath):
+        self._host, self._path, self._pos = host, path, 0
+        if host.stat(path) is None:
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_END:
+            st = self._host.stat(self._path)
+            if st is None:
+                raise FileNotFoundError(2, "No such file or directory", str(self._path))
+            offset += st.size
+        elif whence == os.SEEK_CUR:
+            offset += self._pos
+        if offset < 0:
+            raise ValueError(f"negative seek position {offset}")
+        self._pos = offset
+        return offset
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._host.read(self._path, self._pos, size)
+        self._pos += len(data)
+        return data
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "RangeReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

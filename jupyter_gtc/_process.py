@@ -27,6 +27,16 @@ class Result:
     stderr: str
 
 
+@dataclass(frozen=True)
+class BytesResult:
+    """``run_bytes``'s: stdout as the command wrote it (file contents, binary records)."""
+
+    argv: list[str]
+    returncode: int
+    stdout: bytes
+    stderr: str
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -36,12 +46,25 @@ def run(
     input: str | None = None,
 ) -> Result:
     """Run ``argv`` to completion. ``env`` entries are added to this process's environment."""
+    done = run_bytes(argv, timeout=timeout, env=env, check=check, input=None if input is None else input.encode())
+    return Result(done.argv, done.returncode, done.stdout.decode(errors="replace"), done.stderr)
+
+
+def run_bytes(
+    argv: Sequence[str],
+    *,
+    timeout: float = 60,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    input: bytes | None = None,
+) -> BytesResult:
+    """``run``, with bytes in (``input``) and out (``stdout``); stderr is text."""
     argv = [str(a) for a in argv]
     full_env = {**os.environ, **env} if env else None
     log.debug("run %s", argv)
     try:
         proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, env=full_env, input=input,
+            argv, capture_output=True, timeout=timeout, env=full_env, input=input,
             stdin=None if input is not None else subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as e:
@@ -49,9 +72,10 @@ def run(
         raise CommandError(argv, None, stderr, timeout=timeout) from None
     except FileNotFoundError:
         raise CommandError(argv, 127, f"{argv[0]}: command not found") from None
+    stderr = proc.stderr.decode(errors="replace")
     if check and proc.returncode != 0:
-        raise CommandError(argv, proc.returncode, proc.stderr or proc.stdout)
-    return Result(argv, proc.returncode, proc.stdout, proc.stderr)
+        raise CommandError(argv, proc.returncode, stderr or proc.stdout.decode(errors="replace"))
+    return BytesResult(argv, proc.returncode, proc.stdout, stderr)
 
 
 def start_daemon(argv: Sequence[str], *, log_file: Path, env: Mapping[str, str] | None = None,

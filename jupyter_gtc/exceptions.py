@@ -52,6 +52,32 @@ class CommandError(GtcError):
         super().__init__(f"{self.argv[0]} {what}: {detail}")
 
 
+class HostUnreachable(CommandError):
+    """SSH could not reach or log in to a cluster's host (ssh's own exit code, 255): the
+    command never ran. The poller keeps it as a warning and tries again next tick."""
+
+    def __init__(self, argv: Sequence[str], destination: str, stderr: str):
+        super().__init__(argv, 255, stderr)
+        self.destination = destination
+        detail = stderr.strip().splitlines()[-1] if stderr.strip() else "no error output"
+        self.args = (f"cannot reach {destination} over SSH: {detail}",)
+
+
+class HostKeyRefused(HostUnreachable):
+    """The host's key is unknown, or not the one known_hosts holds: SSH refused to talk to
+    it, as it must. Says how to check and accept a key."""
+
+    def __init__(self, argv: Sequence[str], destination: str, stderr: str):
+        super().__init__(argv, destination, stderr)
+        changed = "IDENTIFICATION HAS CHANGED" in stderr
+        why = ("its host key is not the one your known_hosts holds (a reinstalled host, or someone "
+               "in between)" if changed else "its host key is not in your known_hosts")
+        fix = (f"if the change is expected, remove the old key (`ssh-keygen -R {destination}`) and "
+               if changed else "")
+        self.args = (f"refusing to connect to {destination}: {why}. To accept it, {fix}log in once with "
+                     f"`ssh {destination}` and compare the fingerprint it shows with your administrator's",)
+
+
 class SlurmError(GtcError):
     """A Slurm command succeeded but reported errors in its output (e.g. slurmctld is down)."""
 

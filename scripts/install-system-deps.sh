@@ -2,12 +2,14 @@
 # Install the Debian packages jupyter_gtc's local backend, build and browser tests need, when missing.
 # Idempotent: does nothing (and needs no network) when everything is already there.
 set -euo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"  # where Debian puts daemons (munged, slurmd, sshd), off a normal user's PATH
 
 declare -A want=(
   [munged]=munge [slurmctld]=slurmctld [slurmd]=slurmd [sbatch]=slurm-client
   [tini]=tini [unshare]=util-linux [nsenter]=util-linux [ip]=iproute2 [npm]=npm
   [chromium]=chromium  # the browser tests drive it with Playwright (tests/browser/)
   [runuser]=util-linux [setfacl]=acl  # tests/non_root.py runs a normal user's cluster as gtc-test
+  [sshd]=openssh-server [ssh]=openssh-client  # tests/hosts: a login node over a real sshd (never started as a service)
 )
 missing=()
 for program in "${!want[@]}"; do
@@ -22,5 +24,12 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "installing Debian packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# munge, slurmctld, slurmd and openssh-server ship system services; jupyter_gtc starts its
+# own daemons and never wants those. A policy-rc.d that refuses (exit 101) keeps the
+# packages from starting them, for this install only, where the machine has none of its own.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

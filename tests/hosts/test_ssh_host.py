@@ -1,0 +1,90 @@
+"""What SSH adds to the host contract, against a real sshd: one connection for every
+command, host keys checked (unknown and changed keys refused, saying how to accept one), a
+dropped connection replaced by itself, and the job's files read over it."""
+
+from __future__ import annotations
+
+import signal
+
+import psutil
+import pytest
+
+from jupyter_gtc.exceptions import CommandError, HostKeyRefused, HostUnreachable
+from jupyter_gtc.hosts.ssh import SSHHost
+from jupyter_gtc.metrics.reader import MetricsReader
+from jupyter_gtc.services.logs import LogFollower
+
+
+def test_one_connection_carries_every_command_and_file_read(sshd, ssh_host, tmp_path):
+    before = sshd.logins()
+    for i in range(10):
+        assert ssh_host.run(["echo", str(i)]).stdout == f"{i}\n"
+        ssh_host.stat(tmp_path)
+    assert sshd.logins() - before == 1
+
+
+def test_a_remote_failure_is_the_commands_own(ssh_host):
+    with pytest.raises(CommandError) as failed:
+        ssh_host.run(["sh", "-c", "echo 'no such partition' >&2; exit 1"])
+    assert failed.value.argv[0] == "sh" and failed.value.returncode == 1
+    assert "no such partition" in str(failed.value) and not isinstance(failed.value, HostUnreachable)
+
+
+def test_an_unknown_host_key_is_refused_and_the_error_says_how_to_accept_it(sshd, tmp_path):
+    config = tmp_path / "config"
+    config.write_text(sshd.config.read_text().replace(str(sshd.known_hosts), str(tmp_path / "empty_known_hosts")))
+    host = SSHHost(sshd.alias, config_file=config, control_dir=tmp_path / "ctl")
+    with pytest.raises(HostKeyRefused) as refused:
+        host.run(["touch", str(tmp_path / "ran")])
+    assert "not in your known_hosts" in str(refused.value) and f"ssh {sshd.alias}" in str(refused.value)
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_changed_host_key_is_refused(sshd, tmp_path):
+    other = "AAAAC3NzaC1lZDI1NTE5AAAAIBfr6sgZgvB/3YAq7A8Dmgsx5QwH2Xbl6Dq0RQiD0ZtT"  # some other ed25519 key
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} ssh-ed25519 {other}\n")
+    config = tmp_path / "config"
+    config.write_text(sshd.config.read_text().replace(str(sshd.known_hosts), str(known)))
+    host = SSHHost(sshd.alias, config_file=config, control_dir=tmp_path / "ctl")
+    with pytest.raises(HostKeyRefused) as refused:
+        host.run(["true"])
+    assert "not the one your known_hosts holds" in str(refused.value) and "ssh-keygen -R" in str(refused.value)
+
+
+def test_a_host_that_does_not_answer_is_unreachable_not_a_crash(tmp_path):
+    from jupyter_gtc._ports import free_ports
+
+    host = SSHHost("127.0.0.1", port=free_ports(1)[0], control_dir=tmp_path / "ctl", connect_timeout=5)
+    with pytest.raises(HostUnreachable) as unreachable:
+        host.run(["true"])
+    assert "cannot reach 127.0.0.1 over SSH" in str(unreachable.value)
+
+
+def test_a_dropped_connection_is_replaced_by_the_next_command(sshd, ssh_host):
+    assert ssh_host.run(["echo", "before"]).stdout == "before\n"
+    before = sshd.logins()
+    # Kill the server side of the shared connection, as a network drop or a login node's
+    # reboot would end it: every sshd process serving it.
+    for child in psutil.Process(sshd.process.pid).children(recursive=True):
+        child.send_signal(signal.SIGKILL)
+    assert ssh_host.run(["echo", "after"]).stdout == "after\n"
+    assert sshd.logins() - before == 1
+
+
+def test_a_log_and_metrics_are_followed_over_ssh(ssh_host, tmp_path):
+    from tensorboardX import SummaryWriter
+
+    log = tmp_path / "job dir" / "slurm-7.out"
+    log.parent.mkdir()
+    log.write_text("step 1\n")
+    follower = LogFollower(log, host=ssh_host)
+    assert follower.read_new() == "step 1\n"
+    with open(log, "a") as f:
+        f.write("step 2 ü\n")
+    assert follower.read_new() == "step 2 ü\n"
+    with SummaryWriter(str(tmp_path / "job dir" / "logs")) as writer:
+        for step in range(3):
+            writer.add_scalar("train/loss", 1.0 / (step + 1), step)
+    scalars = MetricsReader(tmp_path / "job dir" / "logs", host=ssh_host).read_new()
+    assert [(s.tag, s.step) for s in scalars] == [("train/loss", 0), ("train/loss", 1), ("train/loss", 2)]

@@ -35,6 +35,7 @@ bench: setup
 	$(PY) bench/recipe_overhead.py
 	$(PY) bench/feed_latency.py
 	$(PY) bench/sidebar_responsiveness.py
+	$(PY) bench/ssh_host.py
 
 clean:
 	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

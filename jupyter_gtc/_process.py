@@ -78,6 +78,16 @@ def run_bytes(
     return BytesResult(argv, proc.returncode, proc.stdout, stderr)
 
 
+def start_piped(argv: Sequence[str], *, stderr_file) -> subprocess.Popen:
+    """Start a process that this one talks to over its stdin and stdout (bytes), for as long
+    as both live (an SSH host's file server); its stderr goes to ``stderr_file``, an open
+    file, for the error message when it ends. It stays in our process group: it ends when
+    its pipes close, with us."""
+    argv = [str(a) for a in argv]
+    log.debug("start piped %s", argv)
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file, close_fds=True)
+
+
 def start_daemon(argv: Sequence[str], *, log_file: Path, env: Mapping[str, str] | None = None,
                  detach: bool = True) -> int:
     """Start a long-running process; return its PID.

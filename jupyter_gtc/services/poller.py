@@ -173,6 +173,18 @@ class ClusterPoller:
         """Tick now (after a cancel or requeue, so the change shows at once)."""
         self._wake.set()
 
+    def next_tick(self, timeout: float = 10.0) -> None:
+        """Wait until a tick that began after this call has ended: one whose squeue saw what
+        the caller just did (a hold's reason, a cancel's state). ``timeout`` bounds the wait;
+        a poll that fails meanwhile (``warning``) ends it too."""
+        asked = time.monotonic()
+        self._wake.set()
+        self._ensure_thread()
+        deadline = asked + timeout
+        with self._changed:
+            while self._last_tick_began < asked and time.monotonic() < deadline and self._thread is not None:
+                self._changed.wait(timeout=max(0.0, deadline - time.monotonic()))
+
     # -- the loop -----------------------------------------------------------------------
 
     def _ensure_thread(self) -> None:

@@ -92,6 +92,15 @@ def test_an_array_is_one_handle_with_a_state_per_task(jobs_cluster):
     assert sorted(p.name for p in job.job_dir.glob("slurm-*.out")) == [f"slurm-{job.id}_{i}.out" for i in range(3)]
 
 
+def test_an_action_returns_a_handle_that_already_says_what_it_did(jobs_cluster):
+    job = api.submit_job(jobs_cluster, "sleep 600", ["-J", "later", "--begin=now+3600"])
+    assert job.state == "PENDING"
+    assert job.hold().reason.startswith("JobHeld")  # JobHeldAdmin as root, JobHeldUser otherwise
+    # Released: no longer held (slurmctld says BeginTime again at its next scheduling pass).
+    assert not (job.release().reason or "").startswith("JobHeld")
+    assert job.cancel().state == "CANCELLED"
+
+
 def test_a_dependent_job_waits_for_its_dependency(jobs_cluster):
     # Held until the dependent job is queued, so the dependency cannot be met before it is seen.
     first = api.submit_job(jobs_cluster, "sleep 3", ["-J", "first", "--hold"])

@@ -166,8 +166,10 @@ class JobStatus:
 
 
 def parse_squeue_json(text: str) -> list[JobStatus]:
-    """Parse ``squeue --json`` (openapi v0.0.38, Slurm 22.05; newer layouts nest some
-    fields as ``{"number": ..., "set": true}`` and state as a list, handled here too)."""
+    """Parse ``squeue --json`` of Slurm 22.05 to 25.05 (openapi v0.0.38, data_parser v0.0.39
+    to v0.0.43; tests/slurm/fixtures/squeue_json has one document of each). From 23.02 on,
+    ids and counts are ``{"set": .., "infinite": .., "number": ..}``; from 23.11 on, times
+    are too, ``job_state`` is a list and ``exit_code`` an object (see ``_state``, ``_exit_code``)."""
     import json
 
     data = json.loads(text)
@@ -181,8 +183,11 @@ def parse_squeue_json(text: str) -> list[JobStatus]:
         array_job = _number(j.get("array_job_id"))
         array_task = _number(j.get("array_task_id"))
         is_task = bool(array_job) and array_task is not None
-        state = j.get("job_state")
-        state = state[0] if isinstance(state, list) else state
+        state = _state(j.get("job_state"))
+        # standard_output: 22.05 and 25.05 (v0.0.43) give the pattern as the user gave it;
+        # 23.02 to 24.11 give it expanded by libslurm (%A %a %j %u %x, work dir, sbatch's
+        # default), where only %N is left to fill. There, a pattern's %% or backslash is
+        # already lost, so "out-%%j" reads as out-<id>, not the out-%j that Slurm writes.
         log_path = expand_output_path(
             j.get("standard_output") or "", work_dir=j.get("current_working_directory") or "",
             job_id=str(j["job_id"]), array_job_id=str(array_job) if is_task else None,
@@ -191,7 +196,7 @@ def parse_squeue_json(text: str) -> list[JobStatus]:
         jobs.append(JobStatus(
             job_id=f"{array_job}_{array_task}" if is_task else str(j["job_id"]),
             state=state or "UNKNOWN",
-            exit_code=_wait_status(_number(j.get("exit_code")), state),
+            exit_code=_exit_code(j.get("exit_code"), state),
             reason=_none(j.get("state_reason")),
             nodes=j.get("nodes") or "",
             name=j.get("name") or "",
@@ -274,6 +279,33 @@ def _number(value):
     if isinstance(value, dict):  # Slurm >= 23.02: {"set": true, "infinite": false, "number": 3}
         return value.get("number") if value.get("set", True) else None
     return value
+
+
+# What squeue prints as a job's state, and what 22.05 and 23.02 put in job_state: one of the
+# job's flags, in this order, else its base state (job_state_string() in
+# src/common/slurm_protocol_defs.c, the same from 22.05 to 25.05).
+_SHOWN_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+                "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING")
+
+
+def _state(value) -> str | None:
+    """Slurm >= 23.11 lists the base state, then the flags (["COMPLETED", "COMPLETING"]):
+    read as the one word older releases give, so that a job finishing its epilog stays
+    COMPLETING and one whose nodes boot stays CONFIGURING on every release."""
+    if not isinstance(value, list):
+        return value
+    return next((f for f in _SHOWN_FLAGS if f in value[1:]), value[0] if value else None)
+
+
+def _exit_code(value, state: str | None) -> int | None:
+    """22.05 gives the wait status, 23.02 the same as ``{"number": ..}``; 23.11 on decode it:
+    ``{"status": ["SIGNALED"], "return_code": {..}, "signal": {"id": {..}, "name": "TERM"}}``."""
+    if isinstance(value, dict) and "return_code" in value:
+        if state not in FINISHED_STATES:
+            return None
+        signal = _number((value.get("signal") or {}).get("id"))
+        return 128 + signal if signal else _number(value.get("return_code"))
+    return _wait_status(_number(value), state)
 
 
 def _wait_status(status: int | None, state: str | None) -> int | None:

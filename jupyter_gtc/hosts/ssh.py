@@ -4,18 +4,19 @@ OpenSSH itself, not a Python SSH library: it is what reads the user's ``~/.ssh/c
 (aliases, ``ProxyJump``, ``IdentityFile``, ``Match``), talks to their agent and their
 security keys, and checks host keys as they expect. One authenticated connection per host
 carries every command, poll and file read (``ControlMaster=auto`` with ``ControlPersist``,
-as SkyPilot does; a terminal's ``ssh HOST`` shares it too). When it drops, the next call
-opens a new one by itself.
+as SkyPilot does), its socket in a folder of ours. When it drops, the next call opens a
+new one by itself.
 
 Commands and file operations go to ``hosts/remote_ops.py``, which the remote Python runs as
 a server for as long as the connection lives: one request and answer each, no ssh session
-per call, and commands reach it as argument lists, run there without a shell (with the
-environment of the user's non-interactive login shell, where Slurm's commands must be on
-PATH). The one string ssh itself sends, the server's start, is quoted word by word with
+per call, and commands reach it as argument lists, run there without a shell (in the
+environment ssh gives a remote command: the user's shell, not a login one, whose PATH must
+hold Slurm's commands). The one string ssh itself sends, the server's start, is quoted word by word with
 ``shlex.quote``. ``BatchMode`` is on: nothing ever waits for a password prompt that no one
-sees (a notebook has no terminal), so a host that needs one is logged in to once first
-(``ssh HOST`` in a terminal, which then opens the shared connection), and
-``StrictHostKeyChecking`` refuses unknown or changed keys.
+sees (a notebook has no terminal), and ``StrictHostKeyChecking`` refuses unknown or changed
+keys. Keys and agents work as they are; a host that asks for a password or a second factor
+needs its connection opened once where the prompt can be answered (not built yet: the
+``slurm`` backend's attach, issue 13).
 """
 
 from __future__ import annotations

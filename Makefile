@@ -36,6 +36,7 @@ bench: setup
 	$(PY) bench/feed_latency.py
 	$(PY) bench/sidebar_responsiveness.py
 	$(PY) bench/ssh_host.py
+	$(PY) bench/remote_poll.py
 
 clean:
 	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

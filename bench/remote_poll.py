@@ -1,0 +1,100 @@
+"""Remote polling cost: what the job poller asks of a cluster over SSH with 1, 100 and
+1,000 watched jobs (held, so they stay in the queue). A real local cluster stands in for
+the remote one, reached through a real sshd (tests/hosts/sshd.py; as root): the poller's
+squeue and completion-file reads go over the SSH host's one connection, as on a login node.
+
+    .venv/bin/python bench/remote_poll.py [--window 20] [--sizes 1 100 1000]
+
+Prints round trips and bytes per tick and per minute; the baseline is the 1-job case of the
+same run (a poller that batches costs the same round trips whatever the number of jobs;
+bytes grow with squeue's answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.hosts.sshd import start_sshd  # noqa: E402  (the test server, reused as is)
+
+from jupyter_gtc.hosts.ssh import SSHHost  # noqa: E402
+
+SPEC = {
+    "display_name": "benchssh",
+    "node_pools": [{"id": "a3", "machine_spec": {"machine_type": "a3-highgpu-8g"},
+                    "scaling_spec": {"min_node_count": 1, "max_node_count": 1}}],
+    "orchestrator_spec": {"slurm_spec": {"partitions": [{"id": "a3", "node_pool_ids": ["a3"]}]}},
+}
+
+
+class CountedSSHHost(SSHHost):
+    """The SSH host, counting its round trips (one request and answer each) and bytes."""
+
+    requests = 0
+    bytes = 0
+
+    def _op(self, op, path, arg=None, data=b""):
+        status, payload = super()._op(op, path, arg, data)
+        self.requests += 1
+        self.bytes += len(data) + len(payload)
+        return status, payload
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window", type=float, default=20.0, help="seconds measured per size")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 100, 1000])
+    args = parser.parse_args()
+    if os.getuid() != 0:
+        sys.exit("run as root: the test sshd needs /run/sshd")
+    home = os.environ["GTC_HOME"] = tempfile.mkdtemp(prefix="gtc-bench-")
+    from jupyter_gtc import api
+    from jupyter_gtc.backends import get_backend
+    from jupyter_gtc.services.poller import ClusterPoller
+    from jupyter_gtc.state import open_store
+
+    server = start_sshd(Path(home) / "sshd")
+    host = CountedSSHHost(server.alias, config_file=server.config, control_dir=Path(home) / "ctl")
+    api.create_cluster(SPEC)
+    store = open_store()
+    record = store.get_cluster("benchssh")
+    commands = get_backend("local", Path(home)).commands(record.runtime)
+    commands.host = host  # squeue and the completion file, over SSH
+    poller = ClusterPoller("benchssh", lambda: commands, store, host=host)
+    rows, submitted = [], 0
+    try:
+        for size in sorted(args.sizes):
+            while submitted < size:
+                job = api.submit_job("benchssh", "true", ["--hold", f"--job-name=held-{submitted}"])
+                poller.watch(job.id)
+                submitted += 1
+            poller.tick()  # settle: every job seen once
+            ticks, requests, sent, t0 = poller.ticks, host.requests, host.bytes, time.perf_counter()
+            time.sleep(args.window)
+            elapsed = time.perf_counter() - t0
+            n = max(poller.ticks - ticks, 1)
+            rows.append((size, (host.requests - requests) / n, (host.bytes - sent) / n, n * 60 / elapsed,
+                         (host.requests - requests) * 60 / elapsed))
+    finally:
+        api.delete_cluster("benchssh")
+        host.close()
+        server.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+    base = rows[0]
+    print(f"poller over SSH, {args.window:.0f} s windows (idle jobs: the poller backs off to its max interval)")
+    print(f"{'watched':>8} {'trips/tick':>10} {'x 1 job':>8} {'KB/tick':>8} {'ticks/min':>9} {'trips/min':>9}")
+    for size, trips, nbytes, ticks_min, trips_min in rows:
+        print(f"{size:>8} {trips:>10.1f} {trips / base[1]:>8.2f} {nbytes / 1024:>8.1f} {ticks_min:>9.1f} "
+              f"{trips_min:>9.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

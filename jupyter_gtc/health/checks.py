@@ -1,0 +1,209 @@
+"""Health checks, each a small function of a ``NodeContext`` returning a ``CheckResult``.
+
+GPU checks read NVML (``nvidia-ml-py``); where there is no NVIDIA GPU they say "n/a", never
+"pass". Faults are injected for tests through files in the node's fault folder, which only
+jupyter_gtc's local backend makes (``GTC_FAULT_DIR`` in its nodes' environment): a real node
+has no such folder, so no injection can be left switched on in production. A fault file's
+text is the evidence the check reports ("injected: <text>").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+PASS, WARN, FAIL, NA = "pass", "warn", "fail", "n/a"
+FAULTS = ("ecc", "xid", "slow", "disk_full", "hang")  # what a fault file can inject; crash and partition are the backend's
+# XIDs that mean the GPU or its memory needs a reset or a replacement (NVIDIA's XID catalogue):
+# 48 double-bit ECC, 63/64 row remapping, 74 NVLink, 79 fell off the bus, 92 high single-bit
+# ECC rate, 94/95 contained/uncontained ECC, 119/120 GSP, 140 unrecovered ECC.
+CRITICAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: str
+    verdict: str          # pass, warn, fail or n/a
+    evidence: str         # what was seen, in a line: a user reads it in the health table
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    """What the checks of one node look at."""
+
+    paths: tuple[str, ...] = ()       # filesystems jobs write to (job folders, checkpoints)
+    fault_dir: str | None = None      # the node's fault folder (local clusters only)
+    warn_free: float = 0.10           # free-space fractions below which disk warns and fails
+    fail_free: float = 0.02
+    fail_free_bytes: int = 1 << 30    # and fails below 1 GiB free, whatever the fraction
+    extra: dict = field(default_factory=dict)
+
+    def injected(self, fault: str) -> str | None:
+        """The fault file's text (or "injected") where this node's fault folder holds one."""
+        if not self.fault_dir:
+            return None
+        path = os.path.join(self.fault_dir, fault)
+        try:
+            with open(path) as f:
+                return f.read().strip() or fault
+        except FileNotFoundError:
+            return None
+
+
+def _result(check: str, verdict: str, evidence: str) -> CheckResult:
+    return CheckResult(check, verdict, evidence)
+
+
+def _nvml():
+    """NVML and the node's GPU handles, or (None, why there are none)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+    except ImportError:
+        return None, "no NVML here (nvidia-ml-py is not installed)"
+    except Exception as e:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return None, f"no NVIDIA GPU ({e})"
+    if count == 0:
+        return None, "no NVIDIA GPU (NVML sees 0 devices)"
+    return (pynvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]), ""
+
+
+def check_ecc(ctx: NodeContext) -> CheckResult:
+    """Uncorrected ECC errors since the driver loaded fail; uncorrected ones over the GPU's
+    life, or pages waiting to be retired, warn (the GPU needs a reset soon)."""
+    if (text := ctx.injected("ecc")) is not None:
+        return _result("ecc", FAIL, f"injected: {text}")
+    found, why = _nvml()
+    if found is None:
+        return _result("ecc", NA, why)
+    nvml, gpus = found
+    fails, warns = [], []
+    for i, gpu in enumerate(gpus):
+        try:
+            volatile = nvml.nvmlDeviceGetTotalEccErrors(gpu, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        nvml.NVML_VOLATILE_ECC)
+            aggregate = nvml.nvmlDeviceGetTotalEccErrors(gpu, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                         nvml.NVML_AGGREGATE_ECC)
+        except nvml.NVMLError_NotSupported:
+            continue
+        if volatile:
+            fails.append(f"GPU {i}: {volatile} uncorrected ECC errors since boot")
+        elif aggregate:
+            warns.append(f"GPU {i}: {aggregate} uncorrected ECC errors over its life")
+        try:
+            if nvml.nvmlDeviceGetRetiredPagesPendingStatus(gpu):
+                warns.append(f"GPU {i}: retired pages pending (reset the GPU)")
+        except nvml.NVMLError:
+            pass
+    if fails:
+        return _result("ecc", FAIL, "; ".join(fails + warns))
+    if warns:
+        return _result("ecc", WARN, "; ".join(warns))
+    return _result("ecc", PASS, f"{len(gpus)} GPUs, no uncorrected ECC errors")
+
+
+def check_xid(ctx: NodeContext) -> CheckResult:
+    """Critical XID errors in the kernel log (the driver's "NVRM: Xid" lines) fail."""
+    if (text := ctx.injected("xid")) is not None:
+        return _result("xid", FAIL, f"injected: {text}")
+    found, why = _nvml()
+    if found is None:
+        return _result("xid", NA, why)
+    try:
+        log = _kernel_log()
+    except Exception as e:  # noqa: BLE001 - dmesg restricted, no journal
+        return _result("xid", WARN, f"cannot read the kernel log: {e}")
+    return xid_verdict(log)
+
+
+def xid_verdict(kernel_log: str) -> CheckResult:
+    """The XID check's verdict on a kernel log's text."""
+    critical = sorted({x for x in _xids(kernel_log) if x in CRITICAL_XIDS})
+    if critical:
+        return _result("xid", FAIL, f"critical XIDs in the kernel log: {', '.join(map(str, critical))}")
+    return _result("xid", PASS, "no critical XID in the kernel log")
+
+
+def _xids(log: str) -> list[int]:
+    """The XID numbers of ``NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus``."""
+    out = []
+    for line in log.splitlines():
+        if "NVRM: Xid" in line and "):" in line:
+            number = line.split("):", 1)[1].split(",", 1)[0].strip()
+            if number.isdigit():
+                out.append(int(number))
+    return out
+
+
+def _kernel_log() -> str:
+    from .. import _process
+
+    return _process.run(["dmesg"], timeout=10).stdout
+
+
+def check_speed(ctx: NodeContext) -> CheckResult:
+    """A matmul's speed: on GPUs, each against the slowest of its peers (a GPU at half its
+    peers' speed fails); on a CPU-only node, the measured GFLOP/s as evidence."""
+    if (text := ctx.injected("slow")) is not None:
+        return _result("speed", FAIL, f"injected: {text}")
+    import numpy as np
+
+    n = 512
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    a @ a  # warm up
+    start, runs = time.perf_counter(), 0
+    while time.perf_counter() - start < 0.2:
+        a @ a
+        runs += 1
+    gflops = 2 * n**3 * runs / (time.perf_counter() - start) / 1e9
+    return _result("speed", PASS, f"CPU matmul {gflops:.1f} GFLOP/s (float32, {n}x{n})")
+
+
+def check_correctness(ctx: NodeContext) -> CheckResult:
+    """A deterministic computation's digest: the caller compares it across nodes (a node
+    whose digest differs from the others' computes wrong: silent data corruption)."""
+    import numpy as np
+
+    a = np.random.default_rng(1234).standard_normal((256, 256))
+    digest = hashlib.sha256(np.ascontiguousarray(a @ a.T).tobytes()).hexdigest()[:16]
+    return _result("correctness", PASS, f"digest {digest}")
+
+
+def check_disk(ctx: NodeContext) -> CheckResult:
+    """Free space on the filesystems jobs write to."""
+    if ctx.injected("hang") is not None:
+        threading.Event().wait()  # injected: as statvfs blocks on a hung NFS mount, for ever
+    if (text := ctx.injected("disk_full")) is not None:
+        return _result("disk", FAIL, f"injected: {text}")
+    if not ctx.paths:
+        return _result("disk", NA, "no job or checkpoint folder given")
+    worst, lines = PASS, []
+    for path in ctx.paths:
+        try:
+            usage = shutil.disk_usage(path)
+        except OSError as e:
+            worst = FAIL
+            lines.append(f"{path}: {e.strerror}")
+            continue
+        free = usage.free / usage.total if usage.total else 0.0
+        verdict = (FAIL if free < ctx.fail_free or usage.free < ctx.fail_free_bytes
+                   else WARN if free < ctx.warn_free else PASS)
+        worst = max(worst, verdict, key=[PASS, WARN, FAIL].index)
+        lines.append(f"{path}: {usage.free / (1 << 30):.1f} GiB free ({free:.0%})")
+    return _result("disk", worst, "; ".join(lines))
+
+
+CHECKS: dict[str, Callable[[NodeContext], CheckResult]] = {
+    "ecc": check_ecc, "xid": check_xid, "speed": check_speed, "correctness": check_correctness, "disk": check_disk,
+}

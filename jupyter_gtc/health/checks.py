@@ -1,10 +1,11 @@
 """Health checks, each a small function of a ``NodeContext`` returning a ``CheckResult``.
 
 GPU checks read NVML (``nvidia-ml-py``); where there is no NVIDIA GPU they say "n/a", never
-"pass". Faults are injected for tests through files in the node's fault folder, which only
-jupyter_gtc's local backend makes (``GTC_FAULT_DIR`` in its nodes' environment): a real node
-has no such folder, so no injection can be left switched on in production. A fault file's
-text is the evidence the check reports ("injected: <text>").
+"pass". Faults are injected for tests through files in the folder ``GTC_FAULT_DIR`` names,
+which jupyter_gtc is to set only in a local cluster's nodes (the wiring into clusters comes
+next): where it is unset, as on every real node, no fault file counts, so no injection can
+be left switched on in production. A fault file's text is the evidence the check reports
+("injected: <text>").
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ can be clicked, whether its texts are whole, how its sections share its height."
 
 from __future__ import annotations
 
+import time
+
 SIDEBAR = "#jupyter-gtc-sidebar"
 
 # Each action button of a cluster card, a job row, a study and a trial row: scrolled into
@@ -99,12 +101,27 @@ def assert_texts_whole(page) -> None:
     assert not cut, f"texts cut short with no tooltip holding them: {cut}"
 
 
-def assert_sections_share_height(page, minimum: float = 61) -> list[dict]:
+def assert_sections_share_height(page, minimum: float = 61, timeout: float = 10.0) -> list[dict]:
     """Each section scrolls on its own; while one has more than it can show, none has room
-    left over beyond its content (but for one at its minimum height)."""
-    shown = sections(page)
-    assert shown and all(s["scrolls"] for s in shown), shown
+    left over beyond its content (but for one at its minimum height). Waits for that, up to
+    ``timeout`` seconds: the sidebar fits its sections at the frame after their content
+    changed (a theme's fonts, a new row), and a loaded machine can be a few frames late."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = sections(page)
+        problem = _sharing_problem(shown, minimum)
+        if problem is None:
+            return shown
+        if time.monotonic() > deadline:
+            raise AssertionError(problem)
+        page.wait_for_timeout(100)
+
+
+def _sharing_problem(shown: list[dict], minimum: float) -> str | None:
+    if not (shown and all(s["scrolls"] for s in shown)):
+        return f"sections that do not scroll on their own: {shown}"
     if any(s["content"] > s["height"] + 2 for s in shown):
         spare = [s for s in shown if s["height"] > s["content"] + 2 and s["height"] > minimum]
-        assert not spare, f"a section is cut while others have room to spare: {shown}"
-    return shown
+        if spare:
+            return f"a section is cut while others have room to spare: {shown}"
+    return None

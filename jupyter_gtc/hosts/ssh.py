@@ -62,8 +62,6 @@ class SSHHost(Host):
                      "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3",
                      *(["-p", str(port)] if port else []), *(["-l", user] if user else [])]
 
-    # -- commands ---------------------------------------------------------------------
-
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, check: bool = True,
             timeout: float = 60, input: str | None = None) -> _process.Result:
         argv = [str(a) for a in argv]
@@ -84,7 +82,9 @@ class SSHHost(Host):
             self._stop_server()
         _process.run([*self._ssh, "-O", "exit", self.destination], check=False, timeout=10)
 
-    # -- files ---------------------------------------------------------------------------
+    # -- the remote server: every command and file operation is one request ----------------
+    # (One at a time: a slow command holds up the file reads behind it; fine for sbatch and
+    # squeue, to revisit if a cluster's squeue takes seconds.)
 
     def _op(self, op: str, path: HostPath, arg=None, data: bytes = b"") -> tuple[int, bytes]:
         """One request to the remote server (started on first use); returns its status and
@@ -146,6 +146,8 @@ class SSHHost(Host):
         text = errors.read().decode(errors="replace")
         errors.close()
         return text
+
+    # -- files -----------------------------------------------------------------------------
 
     def stat(self, path: HostPath) -> FileStat | None:
         found = json.loads(self._op("stat", path)[1])

@@ -61,14 +61,14 @@ def main() -> int:
 
     server = start_sshd(Path(home) / "sshd")
     host = CountedSSHHost(server.alias, config_file=server.config, control_dir=Path(home) / "ctl")
-    api.create_cluster(SPEC)
-    store = open_store()
-    record = store.get_cluster("benchssh")
-    commands = get_backend("local", Path(home)).commands(record.runtime)
-    commands.host = host  # squeue and the completion file, over SSH
-    poller = ClusterPoller("benchssh", lambda: commands, store, host=host)
     rows, submitted = [], 0
     try:
+        api.create_cluster(SPEC)
+        store = open_store()
+        record = store.get_cluster("benchssh")
+        commands = get_backend("local", Path(home)).commands(record.runtime)
+        commands.host = host  # squeue and the completion file, over SSH
+        poller = ClusterPoller("benchssh", lambda: commands, store, host=host)
         for size in sorted(args.sizes):
             while submitted < size:
                 job = api.submit_job("benchssh", "true", ["--hold", f"--job-name=held-{submitted}"])
@@ -82,7 +82,8 @@ def main() -> int:
             rows.append((size, (host.requests - requests) / n, (host.bytes - sent) / n, n * 60 / elapsed,
                          (host.requests - requests) * 60 / elapsed))
     finally:
-        api.delete_cluster("benchssh")
+        if "benchssh" in [c.name for c in api.list_clusters(with_status=False)]:
+            api.delete_cluster("benchssh")
         host.close()
         server.stop()
         shutil.rmtree(home, ignore_errors=True)

@@ -136,12 +136,8 @@ class ClusterPoller:
             self._wanted_until = max(self._wanted_until, asked + self.linger)
             if asked - self._snapshot.taken_at <= max_age:
                 return self._snapshot
-        self._wake.set()
-        self._ensure_thread()
-        deadline = asked + timeout
+        self._wait_for_tick_after(asked, timeout)
         with self._changed:
-            while self._last_tick_began < asked and time.monotonic() < deadline:
-                self._changed.wait(timeout=max(0.0, deadline - time.monotonic()))
             return self._snapshot
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -177,7 +173,11 @@ class ClusterPoller:
         """Wait until a tick that began after this call has ended: one whose squeue saw what
         the caller just did (a hold's reason, a cancel's state). ``timeout`` bounds the wait;
         a poll that fails meanwhile (``warning``) ends it too."""
-        asked = time.monotonic()
+        self._wait_for_tick_after(time.monotonic(), timeout)
+
+    def _wait_for_tick_after(self, asked: float, timeout: float) -> None:
+        """Tick now, and wait until a tick that began at or after ``asked`` has ended (or
+        ``timeout`` seconds from ``asked`` pass, or the thread has stopped: no tick comes)."""
         self._wake.set()
         self._ensure_thread()
         deadline = asked + timeout

@@ -37,6 +37,7 @@ bench: setup
 	$(PY) bench/sidebar_responsiveness.py
 	$(PY) bench/ssh_host.py
 	$(PY) bench/remote_poll.py
+	$(PY) bench/remote_submit.py
 
 clean:
 	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

@@ -21,7 +21,8 @@ from .services.jobs import ForeignJob, Job, JobService
 from .services.jobs import set_plotter as register_job_plotter  # for the widgets: how job.plot() draws
 from .services.operations import Operation, Operations
 from .services.tuning import Study, StudySnapshot, TrialView, TuningService
-from .spec.cluster import ClusterSpec, load_cluster_spec, parse_cluster_spec
+from .spec.attach import AttachSpec, parse_attach_spec
+from .spec.cluster import ClusterSpec, load_cluster_spec, parse_cluster_spec, parse_spec_text
 from .spec.study import TuningSpec, load_tuning_spec, parse_tuning_spec
 from .state import default_home, open_store
 
@@ -55,11 +56,42 @@ def _spec_or_file(spec: Any, load: Callable[[str], Any]) -> Any:
     return spec
 
 
-def create_cluster(spec: ClusterSpec | dict[str, Any] | str | Path, backend: str = "local",
+def read_spec_file(path: str | Path) -> Any:
+    """The plain data of a .json, .yaml or .yml spec file (of any kind)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise GtcError(f"spec file {path}: it could not be read ({e.strerror})") from None
+    return parse_spec_text(text, source=str(path))
+
+
+def parse_spec(data: Any, backend: str = "local", display_name: str | None = None) -> ClusterSpec | AttachSpec:
+    """The spec of a cluster of ``backend``, validated: a ``ClusterSpec`` to create one
+    (``local``), an ``AttachSpec`` to reach one that exists (``slurm``)."""
+    from .backends import get_backend
+
+    return get_backend(backend, _clusters().home).parse_spec(data, display_name)
+
+
+def create_cluster(spec: ClusterSpec | AttachSpec | dict[str, Any] | str | Path, backend: str = "local",
                    progress: Progress = no_progress) -> Cluster:
     """Create a cluster from a spec: a ``ClusterSpec``, a dict (camelCase or snake_case), JSON
-    or YAML text, or a path to a .json/.yaml file. Returns when every node is idle."""
-    return _clusters().create(_spec_or_file(spec, load_cluster_spec), backend, progress)
+    or YAML text, or a path to a .json/.yaml file. Returns when every node is idle. With
+    backend ``slurm``, attach the existing cluster an ``AttachSpec`` describes."""
+    return _clusters().create(_spec_or_file(spec, read_spec_file), backend, progress)
+
+
+def attach_cluster(spec: AttachSpec | dict[str, Any] | str | Path, progress: Progress = no_progress) -> Cluster:
+    """Attach a Slurm cluster that exists: over SSH (``ssh: {host, user}``), or the one this
+    machine is a client of (no ``ssh``). Nothing on the cluster is created or changed."""
+    return create_cluster(spec, "slurm", progress)
+
+
+def detach_cluster(name: str, progress: Progress = no_progress) -> None:
+    """Forget an attached cluster; its jobs keep running and their folders stay there."""
+    if not get_cluster(name, with_status=False).attached:
+        raise GtcError(f"cluster {name} was created by jupyter_gtc; delete_cluster({name!r}) removes it")
+    delete_cluster(name, progress)
 
 
 def apply_cluster_spec(spec: ClusterSpec | dict[str, Any] | str, backend: str = "local",
@@ -69,9 +101,9 @@ def apply_cluster_spec(spec: ClusterSpec | dict[str, Any] | str, backend: str = 
     return _clusters().apply(spec, backend, progress)
 
 
-def get_cluster(name: str) -> Cluster:
+def get_cluster(name: str, with_status: bool = True) -> Cluster:
     """A cluster with its live status (nodes, states, drain reasons)."""
-    return _clusters().get(name)
+    return _clusters().get(name, with_status)
 
 
 def list_clusters(with_status: bool = True) -> list[Cluster]:
@@ -100,7 +132,7 @@ def start_create_cluster(spec: ClusterSpec | dict[str, Any] | str | Path, backen
     then returns an ``Operation`` whose thread starts it (``.message`` follows its progress,
     ``.wait()`` returns the cluster). A bad spec or a taken name raises here, as in
     ``create_cluster``."""
-    return _clusters().start_create(_spec_or_file(spec, load_cluster_spec), backend)
+    return _clusters().start_create(_spec_or_file(spec, read_spec_file), backend)
 
 
 def start_scale_cluster(name: str, pool: str, nodes: int) -> Operation:
@@ -213,9 +245,10 @@ def doctor() -> list[tuple[str, bool, str]]:
 
 __all__ = [
     # specs
-    "ClusterSpec", "load_cluster_spec", "parse_cluster_spec",
+    "ClusterSpec", "load_cluster_spec", "parse_cluster_spec", "AttachSpec", "parse_attach_spec", "parse_spec",
+    "read_spec_file",
     # clusters
-    "Cluster", "create_cluster", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster",
+    "Cluster", "create_cluster", "attach_cluster", "detach_cluster", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster",
     "cluster_env", "delete_cluster", "resolve_cluster", "cluster_queue",
     "Operation", "start_create_cluster", "start_scale_cluster", "start_delete_cluster", "cluster_operations",
     # jobs

@@ -110,6 +110,24 @@ def _parser() -> argparse.ArgumentParser:
     delete.add_argument("name")
     delete.set_defaults(func=_delete)
 
+    attach = cv.add_parser("attach", help="attach a Slurm cluster that exists (over SSH, or this machine's own); "
+                                          "nothing on it is created or changed")
+    attach.add_argument("name", help="the name jupyter_gtc gives it")
+    attach.add_argument("--ssh", metavar="[USER@]HOST", help="its login node, or an alias of ~/.ssh/config; "
+                                                              "without it: the cluster this machine is a client of")
+    attach.add_argument("--port", type=int, help="the login node's SSH port")
+    attach.add_argument("--python", help="the cluster's Python for jobs, e.g. /shared/envs/train/bin/python")
+    attach.add_argument("--jobs-root", dest="jobs_root", help="where job folders go on the cluster "
+                                                              "(default ~/jupyter_gtc/jobs)")
+    attach.add_argument("--slurm-conf", dest="slurm_conf", help="SLURM_CONF for its commands, where not the default")
+    attach.add_argument("-f", "--file", help="an attach spec (YAML or JSON) instead of the options above")
+    attach.add_argument("--json", action="store_true", help="print the cluster as JSON")
+    attach.set_defaults(func=_attach)
+
+    detach = cv.add_parser("detach", help="forget an attached cluster; its jobs keep running, their folders stay")
+    detach.add_argument("name")
+    detach.set_defaults(func=_detach)
+
     job = verbs.add_parser("job", help="submit, list, follow and cancel jobs")
     jv = job.add_subparsers(title="job commands", metavar="VERB")
 
@@ -170,11 +188,34 @@ def _progress(message: str) -> None:
 def _create(args) -> None:
     started = time.monotonic()
     cluster = api.create_cluster(api.load_cluster_spec(args.file), backend=args.backend, progress=_progress)
-    if args.json:
+    _print_made(cluster, args.json, f"is up ({time.monotonic() - started:.1f} s)")
+
+
+def _print_made(cluster: api.Cluster, as_json: bool, what: str) -> None:
+    """A cluster just created or attached: its JSON, or a line on stderr and its nodes."""
+    if as_json:
         print(json.dumps(cluster.to_json(), indent=2))
         return
-    print(f"cluster {cluster.name} is up ({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    print(f"cluster {cluster.name} {what}", file=sys.stderr)
     _print_nodes(cluster)
+
+
+def _attach(args) -> None:
+    if args.file:
+        spec = api.parse_spec(api.read_spec_file(args.file), "slurm", display_name=args.name)
+    else:
+        fields = {k: getattr(args, k) for k in ("python", "jobs_root", "slurm_conf") if getattr(args, k)}
+        if args.ssh:
+            user, _, host = args.ssh.rpartition("@")
+            fields["ssh"] = {"host": host, **({"user": user} if user else {}),
+                             **({"port": args.port} if args.port else {})}
+        spec = api.parse_spec(fields, "slurm", display_name=args.name)
+    _print_made(api.attach_cluster(spec, progress=_progress), args.json, "attached")
+
+
+def _detach(args) -> None:
+    api.detach_cluster(args.name, progress=_progress)
+    print(f"cluster {args.name} detached")
 
 
 def _list(args) -> None:
@@ -211,6 +252,15 @@ def _describe(args) -> None:
         out.print(f"  [red]problem:[/red] {cluster.problem}")
     from rich.table import Table
 
+    if cluster.attached:
+        parts = Table("PARTITION", "NODES", "GPUS/NODE", box=None, title="partitions", title_justify="left")
+        for part in cluster.partitions:
+            gpus = sorted(set(part.node_gpus))
+            parts.add_row(part.name + ("*" if part.default else ""), str(len(part.nodes)),
+                          "-" if gpus in ([], [0]) else "/".join(map(str, gpus)))
+        out.print(parts)
+        _print_nodes(cluster)
+        return
     pools = Table("POOL", "MACHINE TYPE", "GPUS/NODE", "NODES", "ROLE", box=None, title="node pools", title_justify="left")
     for pool in spec.node_pools:
         role = "login" if pool.id == spec.slurm.login_node_pool_id else "compute"

@@ -41,13 +41,17 @@ class GtcMagics(Magics):
     def gtc_cluster(self, line: str, cell: str):
         """Create the cluster that the cell's spec (JSON or YAML, as a Vertex AI training
         cluster) describes. If a cluster of that name exists, scale its compute pools to the
-        spec's node counts; any other difference is an error. Shows the cluster panel."""
+        spec's node counts; any other difference is an error. Shows the cluster panel.
+        With ``--backend slurm``, attach a Slurm cluster that exists: the cell holds its attach
+        spec (``ssh: {host: login.example.org}``, ``python: ...``; empty for the cluster this
+        machine is a client of)."""
         from .widgets import ClusterPanel
 
         args = _parse(self.gtc_cluster, line, cell=True)
         with _usage_errors():
-            spec = api.parse_cluster_spec(cell, display_name=args.name)
-            verb = "updating" if spec.name in _cluster_names() else "creating"
+            spec = api.parse_spec(cell, args.backend, display_name=args.name)
+            verb = ("updating" if spec.name in _cluster_names() else
+                    "attaching" if isinstance(spec, api.AttachSpec) else "creating")
             cluster = _with_progress(f"{verb} cluster {spec.name}",
                                      lambda progress: api.apply_cluster_spec(spec, args.backend, progress))
         self.current_cluster = cluster.name

@@ -64,6 +64,20 @@ def cluster3(slurm_available):
     api.delete_cluster(cluster.name)
 
 
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """A real OpenSSH server on loopback (tests/hosts/sshd.py), shared by the session."""
+    from tests.hosts.sshd import SSHD, start_sshd
+
+    if SSHD is None:
+        pytest.skip("no sshd: apt-get install openssh-server (make setup does)")
+    if os.getuid() != 0:
+        pytest.skip("the test sshd runs as root (it needs /run/sshd); run the suite as root")
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
 def sleep_until(condition, timeout: float = 60) -> bool:
     """Wait, as an idle kernel would, until ``condition()`` holds; False after ``timeout`` s."""
     deadline = time.monotonic() + timeout

@@ -1,5 +1,6 @@
 """Backends: where a cluster's Slurm runs. ``local`` is the embedded default; ``slurm``
-(an existing cluster over SSH) and ``vertex`` (Google Cloud) plug into the same contract."""
+attaches an existing cluster (over SSH, or from its login node); ``vertex`` (Google Cloud)
+plugs into the same contract."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from ..exceptions import BackendUnavailable
 from .base import Backend, ClusterStatus, Progress
 
-KNOWN = ("local",)
+KNOWN = ("local", "slurm")
 
 
 def get_backend(name: str, home: Path) -> Backend:
@@ -18,6 +19,10 @@ def get_backend(name: str, home: Path) -> Backend:
         from .local import LocalBackend
 
         return LocalBackend(home)
+    if name == "slurm":
+        from .slurm import SlurmBackend
+
+        return SlurmBackend(home)
     raise BackendUnavailable(f"backend {name!r} is not available; valid backends: {', '.join(KNOWN)}")
 
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..hosts import LOCAL, Host
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import NodeStatus
-from ..spec.cluster import ClusterSpec
+from ..spec import machines
+from ..spec.cluster import ClusterSpec, parse_cluster_spec
+from .job_env import chosen_python_env, python_env_variables
 
 # Progress callbacks receive one short human sentence at a time ("starting slurmd 3/8").
 Progress = Callable[[str], None]
@@ -44,8 +47,39 @@ class NotApplied:
         return f"{self.field} ({self.reason})"
 
 
+@dataclass(frozen=True)
+class PartitionLayout:
+    """A partition as jobs see it: what submit checks a job against before sbatch does."""
+
+    name: str
+    nodes: tuple[str, ...]
+    node_gpus: tuple[int, ...]   # per node, in ``nodes``' order
+    node_types: tuple[str, ...]  # per node: "a3-highgpu-8g"; "" where unknown (Slurm then judges)
+    default: bool = False        # where a job without --partition goes
+
+
+@dataclass(frozen=True)
+class JobLaunch:
+    """How a job's environment reaches it: the script to submit and the variables sbatch
+    runs with. ``python_env`` is the environment first on its PATH (None: none given)."""
+
+    script: str
+    env: dict[str, str]
+    python_env: str | None
+
+
 class Backend(ABC):
     name: str
+    # An attached backend reaches a cluster that exists without it: it never creates, resizes
+    # or deletes one (``create`` attaches, ``delete`` detaches).
+    attaches = False
+
+    def __init__(self, home: Path):
+        self.home = Path(home)  # jupyter_gtc's folder: the state store, local clusters, job folders
+
+    def parse_spec(self, data: Any, display_name: str | None = None) -> Any:
+        """The spec this backend's clusters are described by, validated (``SpecErrors``)."""
+        return parse_cluster_spec(data, display_name)
 
     @abstractmethod
     def problems(self) -> list[str]:
@@ -80,6 +114,37 @@ class Backend(ABC):
         local cluster, the login node for an existing one. Services touch a cluster's files
         only through it."""
         return LOCAL
+
+    def partitions(self, spec: ClusterSpec, runtime: dict[str, Any]) -> list[PartitionLayout]:
+        """The cluster's partitions, the default first; from the spec's pools by default."""
+        out = []
+        for part in spec.slurm.partitions:
+            nodes, gpus, types = [], [], []
+            for pool_id in part.node_pool_ids:
+                pool = spec.pool(pool_id)
+                machine = machines.lookup(pool.machine_spec.machine_type)
+                nodes += pool.node_names()
+                gpus += [machine.gpu_count if machine else 0] * pool.node_count
+                types += [machine.name if machine else ""] * pool.node_count
+            out.append(PartitionLayout(part.id, tuple(nodes), tuple(gpus), tuple(types), default=not out))
+        return out
+
+    def min_poll_interval(self, runtime: dict[str, Any]) -> float:
+        """Seconds between two polls of the cluster's scheduler, at the least (a shared one is
+        to be spared: sites throttle their users' squeue)."""
+        return 0.0
+
+    def jobs_root(self, cluster: str, runtime: dict[str, Any]) -> str:
+        """The folder on ``host`` under which each job of ``cluster`` gets its own."""
+        return str(self.home / "jobs" / cluster)
+
+    def job_launch(self, spec: Any, runtime: dict[str, Any], script: str, variables: dict[str, str],
+                   python_env: Any) -> JobLaunch:
+        """The job as sbatch gets it, with the contract's ``variables`` and ``python_env``
+        (``job_env``: a folder, "none", or None for the default). Here: in sbatch's own
+        environment, which it exports to the job; this machine's Python environment."""
+        chosen = chosen_python_env(python_env)
+        return JobLaunch(script, {**python_env_variables(chosen), **variables}, str(chosen) if chosen else None)
 
     @abstractmethod
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:

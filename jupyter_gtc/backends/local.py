@@ -73,9 +73,6 @@ def daemon_path() -> str:
 class LocalBackend(Backend):
     name = "local"
 
-    def __init__(self, home: Path):
-        self.home = Path(home)
-
     # -- checks ---------------------------------------------------------------------
 
     def problems(self) -> list[str]:

@@ -40,7 +40,7 @@ def _runs_as_root(scripts: list[str]) -> str:
     return f"{', '.join(scripts)} run as root on the nodes"
 
 
-def _stored_spec(name: str) -> api.ClusterSpec | None:
+def _stored_spec(name: str) -> api.ClusterSpec | api.AttachSpec | None:
     """The spec a cluster was created with (None if there is no such cluster: the api says so)."""
     return next((c.spec for c in api.list_clusters(with_status=False) if c.name == name), None)
 
@@ -92,7 +92,7 @@ class ClusterScaleHandler(GtcHandler):
         # cluster's spec has any, whichever pool it resizes and even downwards: which way it
         # goes is known only against a node count that another scale may change meanwhile.
         spec = await self.call(_stored_spec, name)
-        if spec is not None and (scripts := scripts_in(spec)):
+        if isinstance(spec, api.ClusterSpec) and (scripts := scripts_in(spec)):
             await self.require(EXECUTE, _runs_as_root(scripts))
         self.write_operation(await self.call(api.start_scale_cluster, name, pool, nodes))
 

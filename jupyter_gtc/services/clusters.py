@@ -23,8 +23,9 @@ from typing import Any
 
 from .._process import process_alive, this_process
 from ..backends import get_backend
-from ..backends.base import Backend, ClusterStatus, NotApplied, Progress, no_progress
-from ..exceptions import ClusterBusy, ClusterNotFound, SpecError, SpecErrors
+from ..backends.base import Backend, ClusterStatus, NotApplied, PartitionLayout, Progress, no_progress
+from ..exceptions import ClusterBusy, ClusterNotFound, GtcError, SpecError, SpecErrors
+from ..spec.attach import AttachSpec
 from ..spec.cluster import ClusterSpec, parse_cluster_spec, spec_differences
 from ..state import ClusterRecord, Store
 from .operations import Operation, Operations
@@ -45,12 +46,13 @@ class Cluster:
     name: str
     backend: str
     state: str
-    spec: ClusterSpec
+    spec: ClusterSpec | AttachSpec  # what it was created from, or (an attached one) how it is reached
     created_at: float
     status: ClusterStatus | None = None
     runtime: dict[str, Any] = field(default_factory=dict, repr=False)
     interrupted: str | None = None  # ERROR: what was under way when its process died, and what to do
     not_applied: list[NotApplied] = field(default_factory=list)  # spec fields its backend accepts, does not apply
+    partitions: list[PartitionLayout] = field(default_factory=list)  # the default first
 
     @property
     def problem(self) -> str | None:
@@ -62,19 +64,29 @@ class Cluster:
         return self.status.nodes if self.status else []
 
     @property
+    def attached(self) -> bool:
+        """Whether it is a cluster that exists without jupyter_gtc (backend ``slurm``)."""
+        return isinstance(self.spec, AttachSpec)
+
+    @property
     def node_count(self) -> int:
-        return sum(p.node_count for p in self.spec.compute_pools())
+        return len(self._node_gpus())
 
     @property
     def gpu_count(self) -> int:
-        return sum(p.node_count * p.machine.gpu_count for p in self.spec.compute_pools())
+        return sum(self._node_gpus().values())
+
+    def _node_gpus(self) -> dict[str, int]:
+        return {n: g for p in self.partitions for n, g in zip(p.nodes, p.node_gpus)}
 
     def to_json(self) -> dict[str, Any]:
         out = {
             "name": self.name, "backend": self.backend, "state": self.state,
             "created_at": self.created_at, "node_count": self.node_count, "gpu_count": self.gpu_count,
+            "attached": self.attached,
             "spec": self.spec.to_json(),
             "not_applied": [asdict(item) for item in self.not_applied],
+            "partitions": [asdict(p) for p in self.partitions],
         }
         if self.status is not None or self.interrupted:
             out["problem"] = self.problem
@@ -96,14 +108,14 @@ class ClusterService:
     def create(self, spec: ClusterSpec | dict | str, backend: str = "local", progress: Progress = no_progress) -> Cluster:
         return self._provision(self._claim_new(spec, backend), progress)
 
-    def start_create(self, spec: ClusterSpec | dict | str, backend: str = "local") -> Operation:
+    def start_create(self, spec: ClusterSpec | AttachSpec | dict | str, backend: str = "local") -> Operation:
         """``create`` in the background: checked and recorded (CREATING) before this returns."""
-        spec = spec if isinstance(spec, ClusterSpec) else parse_cluster_spec(spec)
+        spec = _parsed(get_backend(backend, self.home), spec)
         return self.operations.start("create", spec.name, lambda: self._claim_new(spec, backend), self._provision)
 
-    def _claim_new(self, spec: ClusterSpec | dict | str, backend: str) -> NewClaim:
-        spec = spec if isinstance(spec, ClusterSpec) else parse_cluster_spec(spec)
+    def _claim_new(self, spec: ClusterSpec | AttachSpec | dict | str, backend: str) -> NewClaim:
         impl = get_backend(backend, self.home)
+        spec = _parsed(impl, spec)
         impl.check_spec(spec)
         record = ClusterRecord(spec.name, backend, CREATING, spec.to_json(), {}, owner=_owner("creating"))
         self.store.add_cluster(record)  # raises ClusterExists before anything starts
@@ -129,10 +141,21 @@ class ClusterService:
         """Create the cluster ``spec`` describes, or bring an existing one to it by scaling its
         compute pools. Any other difference is refused, naming the fields, before anything
         changes: a running cluster is never half-changed."""
-        spec = spec if isinstance(spec, ClusterSpec) else parse_cluster_spec(spec)
+        spec = _parsed(get_backend(backend, self.home), spec)
         if spec.name not in [r.name for r in self.store.list_clusters()]:
             return self.create(spec, backend, progress)
-        current = parse_cluster_spec(self.store.get_cluster(spec.name).spec)
+        record = self.store.get_cluster(spec.name)
+        if record.backend != backend:
+            raise SpecError("backend", backend, f"cluster {spec.name} exists with backend {record.backend}; "
+                                                f"delete (or detach) it first, or give another name")
+        impl = get_backend(backend, self.home)
+        if impl.attaches:  # nothing of an attached cluster changes in place
+            different = spec_differences(impl.parse_spec(record.spec).to_json(), spec.to_json())
+            if different:
+                raise SpecError(", ".join(different), spec.name, f"cluster {spec.name} is attached with other "
+                                                                 f"settings; detach it and attach it again")
+            return self.get(spec.name)
+        current = parse_cluster_spec(record.spec)
         resized = current
         for pool in spec.compute_pools():
             if pool.id in {p.id for p in current.compute_pools()}:
@@ -150,14 +173,15 @@ class ClusterService:
 
     def get(self, name: str, with_status: bool = True) -> Cluster:
         record = self._settled(self.store.get_cluster(name))
-        spec = parse_cluster_spec(record.spec)
-        status = None
         backend = get_backend(record.backend, self.home)
+        spec = backend.parse_spec(record.spec)
+        status = None
         # A create that was interrupted never made a cluster to ask: its message says all there is.
         if with_status and record.state in (RUNNING, SCALING, ERROR) and not _create_interrupted(record):
             status = backend.status(spec, record.runtime)
+        partitions = backend.partitions(spec, record.runtime)
         return Cluster(record.name, record.backend, record.state, spec, record.created_at, status, record.runtime,
-                       _interruption(record), backend.not_applied(spec))
+                       _interruption(record), backend.not_applied(spec), partitions)
 
     def _recording(self, name: str, runtime: dict[str, Any], progress: Progress) -> Progress:
         """``progress`` that first records the backend's ``runtime`` as it is so far (it adds
@@ -197,6 +221,10 @@ class ClusterService:
 
     def _claim_scale(self, name: str, pool: str, nodes: int) -> ScaleClaim:
         record = self.store.get_cluster(name)
+        impl = get_backend(record.backend, self.home)
+        if impl.attaches:
+            raise GtcError(f"cluster {name} is attached (backend {record.backend}): jupyter_gtc never resizes a "
+                           f"cluster it did not create; its admins do")
         old = parse_cluster_spec(record.spec)
         pool_ids = [p.id for p in old.compute_pools()]
         if pool not in pool_ids:
@@ -209,7 +237,6 @@ class ClusterService:
         if record.state not in (RUNNING, ERROR):
             raise ClusterBusy(f"cluster {name} is {record.state}; it can be scaled only when RUNNING")
         new = old.with_pool_size(pool, nodes)
-        impl = get_backend(record.backend, self.home)
         impl.check_spec(new)
         # A cluster in ERROR is scaled even to the size it has: that re-applies it (the repair).
         if (new != old or record.state == ERROR) and not self.store.update_cluster(
@@ -247,7 +274,7 @@ class ClusterService:
 
     def _claim_delete(self, name: str) -> DeleteClaim:
         record = self.store.get_cluster(name)
-        spec = parse_cluster_spec(record.spec)
+        spec = get_backend(record.backend, self.home).parse_spec(record.spec)
         self.store.update_cluster(name, state=DELETING, owner=_owner("deleting"))  # always allowed: the way out
         return record, spec
 
@@ -255,6 +282,10 @@ class ClusterService:
         record, spec = claimed
         get_backend(record.backend, self.home).delete(spec, record.runtime, progress)
         self.store.remove_cluster(record.name)
+
+
+def _parsed(backend: Backend, spec: ClusterSpec | AttachSpec | dict | str) -> ClusterSpec | AttachSpec:
+    return spec if isinstance(spec, (ClusterSpec, AttachSpec)) else backend.parse_spec(spec)
 
 
 def _owner(action: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import get_backend
+from ..backends.base import PartitionLayout
 from ..exceptions import (
     ClusterBusy, ClusterNotFound, CommandError, GtcError, JobLogUnknown, JobNotFound, JobStateConflict, JobSubmitError,
     JobTimeout, SpecError,
@@ -23,13 +24,10 @@ from ..exceptions import (
 from ..hosts import LOCAL, Host
 from ..slurm.parse import FINISHED_STATES
 from ..slurm.sbatch import explain_refusal, gpus_per_node_asked, read_sbatch_options
-from ..spec import machines
-from ..spec.cluster import ClusterSpec, parse_cluster_spec
 from ..spec.job import option, parse_options, safe_name, sbatch_directives
 from ..slurm.commands import SlurmCommands, state_refusal
 from ..state import ClusterRecord, JobRecord, Store
 from .clusters import RUNNING, ClusterService
-from .job_env import chosen_python_env, python_env_variables
 from ..metrics import progress
 from ..metrics.progress import Progress
 from .logs import LogFollower, read_log_range, tail_lines
@@ -318,24 +316,24 @@ def _numeric(slurm_id: str) -> int:
 PYTHON_ENV_OPTION = "--python-env"
 
 
-def _check_gpus_fit(spec: ClusterSpec, partitions: list[str], pairs: list[tuple[str, str | None]]) -> None:
-    """Refuse a job that asks more GPUs per node than any node of its partitions has, before
-    sbatch does with "Requested node configuration is not available". (Without ``--partition``
-    the job goes to the first, the default.) A node type the machine catalogue does not know
-    (a remote cluster's own) is Slurm's to judge."""
+def _check_partitions(cluster: str, layouts: list[PartitionLayout], partition: str | None,
+                      pairs: list[tuple[str, str | None]]) -> None:
+    """Refuse a job for a partition the cluster lacks, or that asks more GPUs per node than
+    any node of its partitions has, before sbatch does with "Requested node configuration is
+    not available". (Without ``--partition`` the job goes to the default.) A node type the
+    machine catalogue does not know (a remote cluster's own) is Slurm's to judge."""
+    names = [p.name for p in layouts]
+    if partition is not None and not set(partition.split(",")) <= set(names):
+        raise SpecError("partition", partition, f"partitions of {cluster}: {', '.join(names)}")
     asks = gpus_per_node_asked(pairs)
-    if not asks:
+    chosen = [p for p in layouts if p.name in partition.split(",")] if partition else \
+        [p for p in layouts if p.default][:1]
+    nodes = [(g, t, p.name) for p in chosen for g, t in zip(p.node_gpus, p.node_types)]
+    if not asks or not nodes or any(not t for _, t, _ in nodes):
         return
-    nodes = []  # (GPUs, machine type, partition) of each pool the job may run on
-    for part in spec.slurm.partitions:
-        for pool_id in part.node_pool_ids if part.id in partitions else ():
-            machine = machines.lookup(spec.pool(pool_id).machine_spec.machine_type)
-            if machine is None:
-                return
-            nodes.append((machine.gpu_count, machine.name, part.id))
+    gpus, machine, part = max(nodes)
     ask = max(asks, key=lambda a: a.per_node)
-    if nodes and ask.per_node > max(nodes)[0]:
-        gpus, machine, part = max(nodes)
+    if ask.per_node > gpus:
         has = {0: "no GPUs", 1: "1 GPU"}.get(gpus, f"{gpus} GPUs")
         raise SpecError(f"--{ask.option}", ask.value, f"partition {part} has {machine} nodes with {has}; {ask.how}")
 
@@ -379,9 +377,12 @@ class JobService:
         with self._lock:
             known = self._pollers.get(cluster)
             if known is None or known[0] != incarnation:
+                backend = get_backend(record.backend, self.clusters.home) if record is not None else None
                 known = self._pollers[cluster] = (
-                    incarnation, ClusterPoller(cluster, lambda: self._commands(cluster), self.store,
-                                               host=self._host(record) if record is not None else LOCAL))
+                    incarnation, ClusterPoller(
+                        cluster, lambda: self._commands(cluster), self.store,
+                        host=backend.host(record.runtime) if backend else LOCAL,
+                        min_interval=backend.min_poll_interval(record.runtime) if backend else 0.0))
             return known[1]
 
     def metrics_of(self, job: Job) -> JobMetrics:
@@ -395,9 +396,6 @@ class JobService:
     def _commands(self, cluster: str, record: ClusterRecord | None = None) -> SlurmCommands:
         record = record or self.store.get_cluster(cluster)
         return get_backend(record.backend, self.clusters.home).commands(record.runtime)
-
-    def _host(self, record: ClusterRecord) -> Host:
-        return get_backend(record.backend, self.clusters.home).host(record.runtime)
 
     def submit(self, cluster: str, script: str, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None,
@@ -417,31 +415,34 @@ class JobService:
         options = list(options or [])
         words = sbatch_directives(script) + options
         pairs = parse_options(words)
-        spec = parse_cluster_spec(record.spec)
-        partition = option(pairs, "partition")
-        partitions = [p.id for p in spec.slurm.partitions]
-        if partition is not None and not set(partition.split(",")) <= set(partitions):
-            raise SpecError("partition", partition, f"partitions of {cluster}: {', '.join(partitions)}")
-        _check_gpus_fit(spec, partition.split(",") if partition else partitions[:1], read_sbatch_options(words))
-        chosen_env = chosen_python_env(python_env)
+        backend = get_backend(record.backend, self.clusters.home)
+        spec = backend.parse_spec(record.spec)
+        _check_partitions(cluster, backend.partitions(spec, record.runtime), option(pairs, "partition"),
+                          read_sbatch_options(words))
         name = option(pairs, "job-name") or default_name
         array = option(pairs, "array")
 
         host = self.poller(cluster, record).host
-        job_dir = self._new_job_dir(host, cluster, name, job_dir)
-        host.write(job_dir / "job.sbatch", (script if script.startswith("#!") else "#!/bin/bash\n" + script).encode())
+        job_dir = self._new_job_dir(host, backend.jobs_root(cluster, record.runtime), name, job_dir)
+        script = script if script.startswith("#!") else "#!/bin/bash\n" + script
+        try:
+            launch = backend.job_launch(spec, record.runtime, script,
+                                        {**_contract_env(cluster, job_dir), **(env or {})}, python_env)
+        except BaseException:
+            host.remove_tree(job_dir)
+            raise
+        host.write(job_dir / "job.sbatch", launch.script.encode())
         extra = [] if option(pairs, "job-name") else [f"--job-name={name}"]
         if option(pairs, "output") is None:
             extra.append(f"--output={job_dir}/slurm-{'%A_%a' if array else '%j'}.out")
-        env = {**self._contract_env(cluster, job_dir, spec), **python_env_variables(chosen_env), **(env or {})}
         try:
-            slurm_id = self._commands(cluster, record).submit(job_dir / "job.sbatch", [*extra, *options], env,
+            slurm_id = self._commands(cluster, record).submit(job_dir / "job.sbatch", [*extra, *options], launch.env,
                                                               cwd_option=job_dir, script_args=script_args)
         except CommandError as e:
             host.remove_tree(job_dir)  # nothing half-recorded
             raise JobSubmitError(explain_refusal(e.stderr.strip()) or str(e), argv=e.argv) from None
         # The row keeps the environment beside sbatch's options, as the front ends' option names it.
-        recorded = [*options, f"{PYTHON_ENV_OPTION}={chosen_env or 'none'}"]
+        recorded = [*options, f"{PYTHON_ENV_OPTION}={launch.python_env or 'none'}"]
         job = JobRecord(cluster, slurm_id, name, "PENDING", str(job_dir), recorded, user=_current_user())
         self.store.add_job(job)
         poller = self.poller(cluster, record)
@@ -572,13 +573,13 @@ class JobService:
         job._poller.next_tick()
         job._changed()
 
-    def _new_job_dir(self, host: Host, cluster: str, name: str, chosen: Path | None = None) -> Path:
+    def _new_job_dir(self, host: Host, root: str, name: str, chosen: Path | None = None) -> Path:
         if chosen is not None:
             for sub in ("model", "checkpoints", "logs"):
                 host.make_dirs(chosen / sub)
             return chosen
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        base = self.clusters.home / "jobs" / cluster
+        base = Path(root)
         host.make_dirs(base)
         for n in range(1000):
             job_dir = base / (f"{safe_name(name)}-{stamp}" + (f"-{n}" if n else ""))
@@ -591,14 +592,15 @@ class JobService:
             host.make_dirs(job_dir / sub)
         return job_dir
 
-    def _contract_env(self, cluster: str, job_dir: Path, spec) -> dict[str, str]:
-        """The Vertex AI job contract (README.md, "Jobs"). CLOUD_ML_JOB_ID and the per-task parts of
-        CLUSTER_SPEC are set inside each task by the cluster's TaskProlog."""
-        return {
-            "AIP_MODEL_DIR": f"{job_dir}/model/",
-            "AIP_CHECKPOINT_DIR": f"{job_dir}/checkpoints/",
-            "AIP_TENSORBOARD_LOG_DIR": f"{job_dir}/logs/",
-            "CLOUD_ML_HP_METRIC_FILE": f"{job_dir}/hypertune.metrics",
-            "GTC_CLUSTER": cluster,
-            "GTC_JOB_DIR": str(job_dir),
-        }
+
+def _contract_env(cluster: str, job_dir: Path) -> dict[str, str]:
+    """The Vertex AI job contract (README.md, "Jobs"). CLOUD_ML_JOB_ID and the per-task parts of
+    CLUSTER_SPEC are set inside each task by the cluster's TaskProlog, where it has ours."""
+    return {
+        "AIP_MODEL_DIR": f"{job_dir}/model/",
+        "AIP_CHECKPOINT_DIR": f"{job_dir}/checkpoints/",
+        "AIP_TENSORBOARD_LOG_DIR": f"{job_dir}/logs/",
+        "CLOUD_ML_HP_METRIC_FILE": f"{job_dir}/hypertune.metrics",
+        "GTC_CLUSTER": cluster,
+        "GTC_JOB_DIR": str(job_dir),
+    }

@@ -81,12 +81,16 @@ Listener = Callable[[list[JobView]], None]
 
 class ClusterPoller:
     def __init__(self, cluster: str, commands: Callable[[], SlurmCommands], store: Store,
-                 interval: float = 0.5, max_interval: float = 5.0, linger: float = 5.0, host: Host = LOCAL):
+                 interval: float = 0.5, max_interval: float = 5.0, linger: float = 5.0, host: Host = LOCAL,
+                 min_interval: float = 0.0):
         self.cluster = cluster
         self.host = host  # where the cluster's job folders and logs are read
         self._commands = commands
         self.store = store
         self.interval, self.max_interval, self.linger = interval, max_interval, linger
+        # A shared scheduler's floor: no two ticks begin closer than this, whoever asks (an
+        # action's next_tick, a listing's snapshot wait the longer).
+        self.min_interval = min_interval
         self.warning: str | None = None
         self.ticks = 0
         # Counts the ticks that changed a view or the snapshot: a job handle reads its state
@@ -132,6 +136,8 @@ class ClusterPoller:
         ticks go on building it. A failed tick, or ``timeout``, returns the last one (or an
         empty snapshot; ``warning`` says why)."""
         asked = time.monotonic()
+        if max_age > 0:  # no fresher than the scheduler may be asked
+            max_age = max(max_age, self.min_interval)
         with self._changed:
             self._wanted_until = max(self._wanted_until, asked + self.linger)
             if asked - self._snapshot.taken_at <= max_age:
@@ -205,9 +211,12 @@ class ClusterPoller:
             # Open panels read new log lines on each tick, and a sidebar lists jobs each second:
             # with any subscribed or listing, back off to 1 s only.
             ceiling = min(self.max_interval, 1.0) if self._listeners or listing else self.max_interval
-            delay = self.interval if changed else min(delay * 1.5, ceiling)
-            self._wake.wait(delay)
+            delay = self.interval if changed else min(delay * 1.5, max(ceiling, self.interval))
+            self._wake.wait(max(delay, self.min_interval))
             self._wake.clear()
+            rest = self._last_tick_began + self.min_interval - time.monotonic()
+            if rest > 0:  # woken early (an action, a listing): the floor still holds
+                time.sleep(rest)
 
     def tick(self) -> bool:
         """One poll of Slurm for every watched job (and, while jobs are listed, the snapshot of

@@ -6,7 +6,6 @@ model folder (``AIP_MODEL_DIR``) is complete once the program wrote ``recipe.jso
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ..exceptions import RecipeOutputMissing
@@ -28,12 +27,12 @@ def run_recipe(jobs: JobService, name: str, cluster: str, config: str = "tiny", 
         except RecipeOutputMissing as e:
             raise RecipeOutputMissing(f"{name} starts from the model of {recipe.consumes}: {e} (or give "
                                       "init_from, --init-from in the CLI: a model folder or a job id)") from None
-    elif init_from is not None and not Path(init_from).exists():
+    elif init_from is not None and jobs.poller(cluster).host.stat(init_from) is None:
         init_from = str(recipe_output(jobs, init_from, cluster))  # a job id or a recipe name
-    # Jobs run this Python (its torch and transformers) unless the cluster's nodes set GTC_PYTHON.
+    # Jobs run the python3 first on their PATH: the job's Python environment (this kernel's on a
+    # local cluster, the attach spec's on an attached one), unless the nodes set GTC_PYTHON.
     return jobs.submit(cluster, render_sbatch(recipe, chosen, nodes),
-                       script_args=recipe_args(recipe, chosen, init_from, list(args or [])),
-                       env={"GTC_PYTHON": sys.executable})
+                       script_args=recipe_args(recipe, chosen, init_from, list(args or [])))
 
 
 def recipe_output(jobs: JobService, ref: str, cluster: str | None = None) -> Path:
@@ -44,7 +43,7 @@ def recipe_output(jobs: JobService, ref: str, cluster: str | None = None) -> Pat
     for job in candidates:
         model = job.model_dir
         # A record without a folder would make ``model`` relative: the current directory's.
-        if job.job_dir.is_absolute() and (model / FINISHED_MARKER).exists():
+        if job.job_dir.is_absolute() and job.host.stat(model / FINISHED_MARKER) is not None:
             return model
     if candidates:
         newest = candidates[0]

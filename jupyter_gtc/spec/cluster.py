@@ -364,12 +364,13 @@ def _check_machine(ms: MachineSpec, where: str) -> list[SpecError]:
     return errors
 
 
-def _to_spec_error(err: dict[str, Any], data: Any) -> SpecError:
-    """Turn one pydantic error into a SpecError with a snake_case field path."""
+def _to_spec_error(err: dict[str, Any], data: Any, root: type[BaseModel] | None = None) -> SpecError:
+    """Turn one pydantic error into a SpecError with a snake_case field path (in the spec
+    whose model is ``root``, ClusterSpec by default)."""
     loc = [_snake(p) if isinstance(p, str) else p for p in err["loc"]]
     path = _format_path(loc)
     if err["type"] == "extra_forbidden":
-        valid = _fields_at(loc[:-1])
+        valid = _fields_at(loc[:-1], root or ClusterSpec)
         return SpecError(path, err["input"], f"unknown field; valid fields here: {', '.join(valid)}")
     if err["type"] == "missing":
         return SpecError(path, None, "this field is required")
@@ -383,9 +384,9 @@ def _format_path(loc: list[Any]) -> str:
     return out or "(spec)"
 
 
-def _fields_at(loc: list[Any]) -> list[str]:
-    """The snake_case field names of the model found by walking ``loc`` from ClusterSpec."""
-    model: Any = ClusterSpec
+def _fields_at(loc: list[Any], root: type[BaseModel]) -> list[str]:
+    """The snake_case field names of the model found by walking ``loc`` from ``root``."""
+    model: Any = root
     for part in loc:
         if isinstance(part, int):
             continue

@@ -53,17 +53,27 @@ class ClusterPanel(w.VBox):
             f" &nbsp;{html.escape(cluster.state)} &nbsp;·&nbsp; nodes ready {ready}/{cluster.node_count}"
             f" &nbsp;·&nbsp; GPUs used {gpus_used}/{gpus}"
             + (f"<br><span style='color:#cf222e'>{html.escape(problem)}</span>" if problem else "")
-            + "".join(f"<br><span style='{_MUTED}'>not applied locally: {html.escape(str(item))}</span>"
+            + "".join(f"<br><span style='{_MUTED}'>not applied: {html.escape(str(item))}</span>"
                       for item in cluster.not_applied))
-        login = cluster.spec.slurm.login_node_pool_id
-        self.pools_html.value = _table(
-            ["pool", "role", "machine type", "nodes", "GPUs per node"],
-            [[p.id, "login" if p.id == login else "compute", p.machine_spec.machine_type, p.node_count,
-              p.machine.gpu_count] for p in cluster.spec.node_pools])
-        pool_of = {name: p.id for p in cluster.spec.node_pools for name in p.node_names()}
+        if cluster.attached:  # its own partitions and nodes, as Slurm says: it has no pools of ours
+            details = cluster.status.details if cluster.status else {}
+            self.pools_html.value = (
+                f"<span style='{_MUTED}'>login {html.escape(str(details.get('login', '')))} &middot; Slurm "
+                f"{html.escape(str(details.get('slurm_version', '?')))}</span>" + _table(
+                    ["partition", "nodes", "GPUs per node"],
+                    [[p.name + (" (default)" if p.default else ""), len(p.nodes),
+                      "/".join(map(str, sorted(set(p.node_gpus)))) or "-"] for p in cluster.partitions]))
+            group, group_of = "partitions", {n.name: ",".join(n.partitions) for n in nodes}
+        else:
+            login = cluster.spec.slurm.login_node_pool_id
+            self.pools_html.value = _table(
+                ["pool", "role", "machine type", "nodes", "GPUs per node"],
+                [[p.id, "login" if p.id == login else "compute", p.machine_spec.machine_type, p.node_count,
+                  p.machine.gpu_count] for p in cluster.spec.node_pools])
+            group, group_of = "pool", {name: p.id for p in cluster.spec.node_pools for name in p.node_names()}
         self.nodes_html.value = _table(
-            ["node", "pool", "state", "reason", "GPUs used", "CPUs used"],
-            [[n.name, pool_of.get(n.name, "-"), n.display_state, n.reason or "",
+            ["node", group, "state", "reason", "GPUs used", "CPUs used"],
+            [[n.name, group_of.get(n.name, "-"), n.display_state, n.reason or "",
               f"{n.gpus_allocated}/{n.gpus}", f"{n.cpus_allocated}/{n.cpus}"] for n in nodes])
 
     def __repr__(self) -> str:  # what a terminal, or a notebook without widgets, shows

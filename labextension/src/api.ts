@@ -113,6 +113,18 @@ export interface IClusterSpec {
   [field: string]: unknown;
 }
 
+/** A partition as jobs see it (`PartitionLayout` in `backends/base.py`). */
+export interface IPartition {
+  name: string;
+  nodes: string[];
+  /** GPUs of each node, in `nodes`' order. */
+  node_gpus: number[];
+  /** Each node's machine type; "" where not known (an attached cluster's own nodes). */
+  node_types: string[];
+  /** Where a job without --partition goes. */
+  default: boolean;
+}
+
 /** A cluster (`Cluster.to_json()` in `services/clusters.py`). */
 export interface ICluster {
   name: string;
@@ -124,7 +136,12 @@ export interface ICluster {
   created_at: number;
   node_count: number;
   gpu_count: number;
+  /** A cluster that exists without jupyter_gtc (backend `slurm`): never scaled or deleted, only detached. */
+  attached: boolean;
+  /** The spec it was created from; for an attached one, how it is reached (`AttachSpec`: ssh, python...). */
   spec: IClusterSpec;
+  /** Its partitions, the default first. */
+  partitions: IPartition[];
   /** The live parts, present while the cluster runs (RUNNING, SCALING, ERROR). */
   reachable?: boolean;
   problem?: string | null;

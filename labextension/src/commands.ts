@@ -10,6 +10,7 @@ import {
   MainAreaWidget,
   Notification,
   showDialog,
+  showErrorMessage,
   WidgetTracker
 } from '@jupyterlab/apputils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
@@ -99,6 +100,10 @@ export function addCommands(
       if (!cluster) {
         return;
       }
+      if (cluster.attached) {
+        await showErrorMessage(`Cluster ${name} is attached`, 'jupyter_gtc never resizes a cluster it did not create; its admins do.');
+        return;
+      }
       const login = cluster.spec.orchestrator_spec.slurm_spec.login_node_pool_id;
       const pools = cluster.spec.node_pools.filter(p => p.id !== login);
       const poolId =
@@ -137,13 +142,18 @@ export function addCommands(
       if (!name) {
         return;
       }
+      // An attached cluster is only forgotten (detached); one jupyter_gtc made is deleted.
+      const attached = model.clusters.find(c => c.name === name)?.attached ?? false;
+      const [verb, doing, done] = attached ? ['Detach', 'Detaching', 'detached'] : ['Delete', 'Deleting', 'deleted'];
       const answer = await showDialog({
-        title: `Delete cluster ${name}?`,
-        body: 'Its running jobs are cancelled, its nodes stopped and its files removed. This cannot be undone.',
-        buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
+        title: `${verb} cluster ${name}?`,
+        body: attached
+          ? 'jupyter_gtc forgets it. Its jobs keep running and their folders stay on the cluster.'
+          : 'Its running jobs are cancelled, its nodes stopped and its files removed. This cannot be undone.',
+        buttons: [Dialog.cancelButton(), (attached ? Dialog.okButton : Dialog.warnButton)({ label: verb })]
       });
       if (answer.button.accept) {
-        await follow(progress => model.deleteCluster(name, progress), `Deleting ${name}`, () => `Cluster ${name} deleted`);
+        await follow(progress => model.deleteCluster(name, progress), `${doing} ${name}`, () => `Cluster ${name} ${done}`);
       }
     }
   });

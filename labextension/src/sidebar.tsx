@@ -213,13 +213,6 @@ function ClusterCard(props: {
   const busy = operation?.state === 'RUNNING';
   const nodes = cluster.nodes ?? [];
   const args = { cluster: cluster.name };
-  const slurm = cluster.spec.orchestrator_spec.slurm_spec;
-  const pools = cluster.spec.node_pools.map(p =>
-    p.id === slurm.login_node_pool_id
-      ? `login: ${p.machine_spec.machine_type}`
-      : `${p.id}: ${p.scaling_spec.min_node_count} × ${p.machine_spec.machine_type}`
-  );
-  const partitions = slurm.partitions.map(p => p.id).join(', ');
   const used = allocation(cluster);
   return (
     <div
@@ -234,16 +227,18 @@ function ClusterCard(props: {
           <StateLabel state={cluster.state} kind={clusterKind(cluster.state)} />
         </div>
         <div className="jp-gtc-Actions">
-          <CommandButton commands={commands} command={CommandIDs.scalePool} args={args} icon={editIcon}
-            tooltip="Scale a pool" enabled={!busy} />
+          {!cluster.attached && (
+            <CommandButton commands={commands} command={CommandIDs.scalePool} args={args} icon={editIcon}
+              tooltip="Scale a pool" enabled={!busy} />
+          )}
           <CommandButton commands={commands} command={CommandIDs.deleteCluster} args={args} icon={deleteIcon}
-            tooltip="Delete this cluster" enabled={!busy} />
+            tooltip={cluster.attached ? 'Detach this cluster' : 'Delete this cluster'} enabled={!busy} />
         </div>
       </div>
       {operation && <OperationLine operation={operation} onDismiss={() => props.onDismiss(operation.id)} />}
       <div className="jp-gtc-Cluster-detail">
         {used && <span className={used.className}>{used.text}</span>}
-        {[...pools, `partitions: ${partitions}`].map((part, i) => (
+        {clusterDetail(cluster).map((part, i) => (
           <span key={i}>{part}</span>
         ))}
       </div>
@@ -253,6 +248,27 @@ function ClusterCard(props: {
       {nodes.length > 0 && <NodeTable nodes={nodes} />}
     </div>
   );
+}
+
+/** What a card says of a cluster's make-up: its pools (one jupyter_gtc created), or where it
+ * is reached and the Slurm it runs (an attached one); then its partitions. */
+function clusterDetail(cluster: ICluster): string[] {
+  const partitions = `partitions: ${cluster.partitions.map(p => p.name).join(', ') || '-'}`;
+  if (cluster.attached) {
+    const details = cluster.details ?? {};
+    return [
+      `login: ${details.login ?? '…'}`,
+      ...(details.slurm_version ? [`Slurm ${details.slurm_version}`] : []),
+      partitions
+    ];
+  }
+  const slurm = cluster.spec.orchestrator_spec.slurm_spec;
+  const pools = cluster.spec.node_pools.map(p =>
+    p.id === slurm.login_node_pool_id
+      ? `login: ${p.machine_spec.machine_type}`
+      : `${p.id}: ${p.scaling_spec.min_node_count} × ${p.machine_spec.machine_type}`
+  );
+  return [...pools, partitions];
 }
 
 /** "8/24 GPUs allocated"; for a cluster without GPUs its CPUs instead, once its nodes are

@@ -51,7 +51,11 @@ class SSHServer:
             self.process.kill()
 
 
-def start_sshd(root: Path, user: str = "root") -> SSHServer:
+def start_sshd(root: Path, user: str = "root", mounts: dict[str, Path] | None = None) -> SSHServer:
+    """``mounts`` (path -> folder): what the server sees at ``path`` and this process does
+    not, as a login node mounts the cluster's shared file system: the server runs in a mount
+    namespace of its own, with ``folder`` bind-mounted there. Without SSH, a file under
+    ``path`` cannot be read from here."""
     root.mkdir(parents=True, exist_ok=True)
     client = root / "client"
     client.mkdir(mode=0o700, exist_ok=True)
@@ -77,8 +81,14 @@ MaxStartups 100
 LogLevel VERBOSE
 """)
     log = open(root / "sshd.log", "ab")
-    process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stdout=log, stderr=log,
-                               stdin=subprocess.DEVNULL)
+    argv = [SSHD, "-D", "-e", "-f", str(root / "sshd_config")]
+    if mounts:
+        # `mount --bind` for each pair, then sshd, in a private mount namespace.
+        binds = " && ".join(f'mount --bind "${2 * i + 1}" "${2 * i + 2}"' for i in range(len(mounts)))
+        pairs = [str(v) for path, folder in mounts.items() for v in (folder, path)]
+        argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                f'{binds} && shift {2 * len(mounts)} && exec "$@"', "sh", *pairs, *argv]
+    process = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     server = SSHServer(root, port, process)
     (client / "config").write_text(f"""\
 Host {server.alias}

@@ -151,6 +151,20 @@ def cluster_operations() -> Operations:
     return _clusters().operations
 
 
+def cluster_health(name: str, now: bool = True) -> list[dict[str, Any]]:
+    """Each node's health: Slurm's state and reason, each check's verdict (ecc, xid, speed,
+    correctness, disk), the evidence of those that failed or warned, the verdict, when. ``now``
+    runs the checks first; ``now=False`` shows the last run of the cluster's HealthCheckProgram."""
+    return _clusters().health(name, now)
+
+
+def inject_fault(cluster: str, node: str, fault: str, clear: bool = False) -> None:
+    """Local clusters only, for testing: make ``node`` fail as ``fault`` would (ecc, xid, slow,
+    disk_full, hang: its checks see it; crash: its slurmd and jobs stop at once); ``clear``
+    takes the fault away again (crash: starts the node's slurmd again)."""
+    _clusters().inject_fault(cluster, node, fault, clear)
+
+
 def resolve_cluster(name: str | None = None) -> str:
     """``name`` if given, else the only cluster there is; raises naming the choices otherwise."""
     if name:
@@ -249,7 +263,7 @@ __all__ = [
     "read_spec_file",
     # clusters
     "Cluster", "create_cluster", "attach_cluster", "detach_cluster", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster",
-    "cluster_env", "delete_cluster", "resolve_cluster", "cluster_queue",
+    "cluster_env", "delete_cluster", "resolve_cluster", "cluster_queue", "cluster_health", "inject_fault",
     "Operation", "start_create_cluster", "start_scale_cluster", "start_delete_cluster", "cluster_operations",
     # jobs
     "Job", "ForeignJob", "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "job_tensorboard",

@@ -128,6 +128,20 @@ def _parser() -> argparse.ArgumentParser:
     detach.add_argument("name")
     detach.set_defaults(func=_detach)
 
+    health = cv.add_parser("health", help="each node's health checks (ECC, XID, speed, correctness, disk): "
+                                          "verdict and evidence, with Slurm's state and drain reason")
+    health.add_argument("name")
+    health.add_argument("--last", action="store_true", help="the last run of the HealthCheckProgram, not a new one")
+    health.add_argument("--json", action="store_true")
+    health.set_defaults(func=_health)
+
+    fault = cv.add_parser("fault", help="local clusters, for testing: inject a fault into a node")
+    fault.add_argument("name")
+    fault.add_argument("node")
+    fault.add_argument("fault", help="ecc, xid, slow, disk_full, hang (its checks see it) or crash (its slurmd stops)")
+    fault.add_argument("--clear", action="store_true", help="take the fault away again (crash: start its slurmd again)")
+    fault.set_defaults(func=_fault)
+
     job = verbs.add_parser("job", help="submit, list, follow and cancel jobs")
     jv = job.add_subparsers(title="job commands", metavar="VERB")
 
@@ -211,6 +225,25 @@ def _attach(args) -> None:
                              **({"port": args.port} if args.port else {})}
         spec = api.parse_spec(fields, "slurm", display_name=args.name)
     _print_made(api.attach_cluster(spec, progress=_progress), args.json, "attached")
+
+
+def _health(args) -> None:
+    rows = api.cluster_health(args.name, now=not args.last)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+
+    checks = [c for c in ("ecc", "xid", "speed", "correctness", "disk") if any(c in r for r in rows)]
+    table = Table("NODE", "STATE", *(c.upper() for c in checks), "VERDICT", "EVIDENCE", "REASON", box=None)
+    for r in rows:
+        table.add_row(r["node"], r["state"], *(r.get(c, "") for c in checks), r["verdict"], r["evidence"], r["reason"])
+    _console().print(table)
+
+
+def _fault(args) -> None:
+    api.inject_fault(args.name, args.node, args.fault, clear=args.clear)
+    print(f"{args.fault} {'cleared from' if args.clear else 'injected into'} {args.name}/{args.node}")
 
 
 def _detach(args) -> None:

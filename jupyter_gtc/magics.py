@@ -1,5 +1,5 @@
 """IPython magics: ``%load_ext jupyter_gtc``, then ``%%gtc_cluster``, ``%%sbatch``,
-``%squeue``, ``%scancel``, ``%gtc_clusters`` and ``%%gtc_tune``.
+``%squeue``, ``%scancel``, ``%gtc_clusters``, ``%gtc_health``, ``%gtc_fault`` and ``%%gtc_tune``.
 
 Each magic parses its arguments, calls ``jupyter_gtc.api`` and returns something that
 displays well; what it does is the api's. A ``GtcError`` becomes a ``UsageError`` carrying
@@ -13,6 +13,7 @@ returns the ``api.Study``, drawn as a ``StudyPanel``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -120,6 +121,41 @@ class GtcMagics(Magics):
         args = _parse(self.gtc_tensorboard, line)
         with _usage_errors():
             return api.job_tensorboard(args.job, self._cluster(args.cluster))
+
+    @line_magic
+    @magic_arguments()
+    @argument("cluster", nargs="?", help="default: the cluster used last, or the only one")
+    @argument("--last", action="store_true", help="show the last run of the cluster's HealthCheckProgram "
+                                                  "instead of running the checks now")
+    def gtc_health(self, line: str):
+        """Each node's health: Slurm's state and drain reason, each check's verdict (ecc, xid,
+        speed, correctness, disk), what the failing checks saw, the verdict. Runs the checks now
+        (a few seconds) unless --last."""
+        args = _parse(self.gtc_health, line)
+        with _usage_errors():
+            cluster = self._cluster(args.cluster)
+            rows = api.cluster_health(cluster, now=not args.last)
+        self.current_cluster = cluster
+        for row in rows:
+            at = row.pop("checked_at")
+            row["checked"] = time.strftime("%H:%M:%S", time.localtime(at)) if at else ""
+        checks = [c for c in ("ecc", "xid", "speed", "correctness", "disk") if any(c in r for r in rows)]
+        return _table(rows, ["node", "state", "reason", *checks, "evidence", "verdict", "checked"])
+
+    @line_magic
+    @magic_arguments()
+    @argument("cluster")
+    @argument("node")
+    @argument("fault", help="ecc, xid, slow, disk_full, hang (its checks see it) or crash (its slurmd stops)")
+    @argument("--clear", action="store_true", help="take the fault away again (crash: start its slurmd again)")
+    def gtc_fault(self, line: str):
+        """Local clusters only, for testing: inject a fault into a node, e.g.
+        ``%gtc_fault demo gpu-1 ecc``; ``--clear`` takes it away."""
+        args = _parse(self.gtc_fault, line)
+        with _usage_errors():
+            api.inject_fault(args.cluster, args.node, args.fault, clear=args.clear)
+        what = "cleared from" if args.clear else "injected into"
+        print(f"{args.fault} {what} {args.cluster}/{args.node}")
 
     @line_magic
     def gtc_clusters(self, line: str = ""):

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..exceptions import GtcError
+from ..health.checks import NodeHealth
 from ..hosts import LOCAL, Host
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import NodeStatus
@@ -145,6 +147,14 @@ class Backend(ABC):
         environment, which it exports to the job; this machine's Python environment."""
         chosen = chosen_python_env(python_env)
         return JobLaunch(script, {**python_env_variables(chosen), **variables}, str(chosen) if chosen else None)
+
+    def health(self, spec: Any, runtime: dict[str, Any], now: bool) -> list[NodeHealth]:
+        """Each node's last health-check run (``now``: run them first, within seconds)."""
+        raise GtcError(f"the {self.name} backend does not run node health checks yet")
+
+    def inject_fault(self, spec: Any, runtime: dict[str, Any], node: str, fault: str, clear: bool) -> None:
+        """Make ``node`` fail as ``fault`` would (or stop it failing: ``clear``), for testing."""
+        raise GtcError(f"faults are injected only into local clusters, for testing; {self.name} clusters are real")
 
     @abstractmethod
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:

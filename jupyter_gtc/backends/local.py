@@ -30,25 +30,30 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 import pwd
 import shutil
 import socket
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from .. import _process
 from .._ports import free_ports
 from ..exceptions import BackendUnavailable, ClusterBusy, ClusterStartError, CommandError, SpecError, SpecErrors
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import NodeStatus
 from ..slurm.render import (
     UNSAFE_IN_CONF, NodeDecl, PartitionDecl, SlurmLayout, render_gres_conf, render_job_submit_lua,
-    render_script_chain, render_slurm_conf, render_task_prolog,
+    render_health_check, render_script_chain, render_slurm_conf, render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
 from . import daemons, hosts, netns, storage
-from .base import Backend, ClusterStatus, NotApplied, Progress
+from ..health.checks import FAULTS, NodeHealth
+from .base import Backend, ClusterStatus, NotApplied, Progress, no_progress
 
 # Program -> Debian package that provides it.
 REQUIRED_PROGRAMS = {
@@ -351,7 +356,8 @@ class LocalBackend(Backend):
             controller_addr=net.gateway if net else "127.0.0.1", controller_port=runtime["controller_port"],
             munge_socket=Path(runtime["munge_socket_dir"]) / "munge.socket", nodes=tuple(nodes),
             partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog,
-            extra=scheduling.slurm_conf() if scheduling else {}, slurm_user=_owner(runtime)["name"])
+            extra=scheduling.slurm_conf() if scheduling else {}, slurm_user=_owner(runtime)["name"],
+            health_check_interval=spec.local.health_check_interval)
         if layout.slurm_user != "root":
             _atomic_write(etc / "job_submit.lua", render_job_submit_lua(_owner(runtime)["uid"], layout.slurm_user))
         _atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
@@ -360,6 +366,11 @@ class LocalBackend(Backend):
         hosts.write_hosts(etc / "hosts", spec.name, [(n.name, n.addr) for n in nodes])
         _atomic_write(etc / "task_prolog.sh", render_task_prolog(etc / "slurm.conf"))
         (etc / "task_prolog.sh").chmod(0o755)
+        if spec.local.health_check_interval:
+            (self.home / "jobs").mkdir(parents=True, exist_ok=True)  # its disk check: a missing one fails
+            _atomic_write(etc / "health_check.sh", render_health_check(
+                sys.executable, etc / "slurm.conf", root / "faults", root / "health", (str(self.home / "jobs"),)))
+            (etc / "health_check.sh").chmod(0o755)
 
     def _node_decl(self, pool: NodePool, name: str, spec: ClusterSpec, runtime: dict[str, Any]) -> NodeDecl:
         machine, scale = pool.machine, spec.local.resource_scale
@@ -519,6 +530,51 @@ class LocalBackend(Backend):
             _wait_for(lambda: not commands.job_ids(), 5, lambda: TimeoutError())
         except (CommandError, TimeoutError):
             pass  # the namespaces die with their nodes anyway; cancelling first is the polite part
+
+    # -- health -------------------------------------------------------------------
+
+    def health(self, spec: ClusterSpec, runtime: dict[str, Any], now: bool) -> list[NodeHealth]:
+        """The last run of each node's checks (etc/health_check.sh, every HealthCheckInterval).
+        ``now`` runs them first, every node at once, as that program does but without acting
+        on the verdict (draining is Slurm's HealthCheckProgram's to do)."""
+        root = Path(runtime["dir"])
+        names = _node_names(spec)
+        if now:
+            argv = [sys.executable, "-m", "jupyter_gtc.health.node", "--budget", "10", "--record", str(root / "health"),
+                    "--path", str(self.home / "jobs")]
+            with ThreadPoolExecutor(len(names)) as pool:
+                list(pool.map(lambda name: _process.run(argv, check=False, timeout=60, env={
+                    "SLURMD_NODENAME": name, "GTC_FAULT_DIR": str(root / "faults" / name)}), names))
+        out = []
+        for name in names:
+            try:
+                out.append(NodeHealth.from_json(json.loads((root / "health" / f"{name}.json").read_text())))
+            except FileNotFoundError:
+                continue
+        return out
+
+    def inject_fault(self, spec: ClusterSpec, runtime: dict[str, Any], node: str, fault: str, clear: bool) -> None:
+        """A fault file in the node's fault folder, which its checks read (``FAULTS``); ``crash``
+        stops the node's slurmd and every job process on it at once, as a kernel panic would
+        (``clear`` starts it again: the restart a supervisor does)."""
+        names = _node_names(spec)
+        if node not in names:
+            raise SpecError("node", node, f"nodes of {spec.name}: {', '.join(names)}")
+        if fault not in (*FAULTS, "crash"):
+            raise SpecError("fault", fault, f"one of: {', '.join((*FAULTS, 'crash'))}")
+        root = Path(runtime["dir"])
+        if fault == "crash":
+            if clear:
+                self._apply(spec, runtime, no_progress, restart_controller=False)  # starts what is not running
+            else:
+                daemons.stop(f"slurmd-{node}", root / "run")
+            return
+        path = root / "faults" / node / fault
+        if clear:
+            path.unlink(missing_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{fault} injected by gtc fault at {time.strftime('%H:%M:%S')}\n")
 
     def commands(self, runtime: dict[str, Any], timeout: float = 30) -> SlurmCommands:
         return SlurmCommands(self.client_env(runtime), timeout=timeout,

@@ -2,8 +2,8 @@
 
 GPU checks read NVML (``nvidia-ml-py``); where there is no NVIDIA GPU they say "n/a", never
 "pass". Faults are injected for tests through files in the folder ``GTC_FAULT_DIR`` names,
-which jupyter_gtc is to set only in a local cluster's nodes (the wiring into clusters comes
-next): where it is unset, as on every real node, no fault file counts, so no injection can
+which jupyter_gtc sets only for a local cluster's nodes (``<cluster>/faults/<node>``, written
+by ``%gtc_fault``): where it is unset, as on every real node, no fault file counts, so no injection can
 be left switched on in production. A fault file's text is the evidence the check reports
 ("injected: <text>").
 """
@@ -35,6 +35,25 @@ class CheckResult:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    """One run of the checks on a node: when, and what each found."""
+
+    node: str
+    time: float                     # seconds since the epoch, as the run ended
+    results: tuple[CheckResult, ...]
+
+    @property
+    def verdict(self) -> str:
+        """fail if any check failed, warn if any warned, else pass (n/a counts as nothing)."""
+        verdicts = {r.verdict for r in self.results}
+        return FAIL if FAIL in verdicts else WARN if WARN in verdicts else PASS
+
+    @classmethod
+    def from_json(cls, data: dict) -> "NodeHealth":
+        return cls(data["node"], float(data["time"]), tuple(CheckResult(**r) for r in data["results"]))
 
 
 @dataclass(frozen=True)

@@ -261,6 +261,37 @@ class ClusterService:
         self.store.update_cluster(name, state=RUNNING, spec=new.to_json(), runtime=runtime, owner=None)
         return self.get(name)
 
+    def health(self, name: str, now: bool = True) -> list[dict[str, Any]]:
+        """One row per node: Slurm's state and reason for it, each check's verdict, what the
+        failing or warning checks saw, the node's verdict and when it was checked. ``now``:
+        the checks run first (a few seconds); else the last run of each node's checks."""
+        record = self.store.get_cluster(name)
+        backend = get_backend(record.backend, self.home)
+        spec = backend.parse_spec(record.spec)
+        reports = {h.node: h for h in backend.health(spec, record.runtime, now)}
+        nodes = {n.name: n for n in backend.status(spec, record.runtime).nodes}
+        rows = []
+        for node in sorted(set(nodes) | set(reports)):
+            status, report = nodes.get(node), reports.get(node)
+            row: dict[str, Any] = {"node": node, "state": status.display_state if status else "unknown",
+                                   "reason": (status.reason or "") if status else ""}
+            results = report.results if report else ()
+            row |= {r.check: r.verdict for r in results}
+            row["evidence"] = "; ".join(f"{r.check}: {r.evidence}" for r in results if r.verdict in ("fail", "warn"))
+            row["verdict"] = report.verdict if report else "not checked"
+            row["checked_at"] = report.time if report else None
+            rows.append(row)
+        return rows
+
+    def inject_fault(self, name: str, node: str, fault: str, clear: bool = False) -> None:
+        """Make a local cluster's ``node`` fail as ``fault`` (ecc, xid, slow, disk_full, hang,
+        crash) would, for testing health checks and recovery; ``clear`` undoes it."""
+        record = self.store.get_cluster(name)
+        if record.state != RUNNING:
+            raise ClusterBusy(f"cluster {name} is {record.state}; faults are injected into a RUNNING cluster")
+        backend = get_backend(record.backend, self.home)
+        backend.inject_fault(backend.parse_spec(record.spec), record.runtime, node, fault, clear)
+
     def client_env(self, name: str) -> dict[str, str]:
         record = self.store.get_cluster(name)
         return get_backend(record.backend, self.home).client_env(record.runtime)

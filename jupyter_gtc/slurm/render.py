@@ -52,6 +52,8 @@ class SlurmLayout:
     # submit to (a slurmd that is not root cannot start a job as anyone else), which
     # etc/job_submit.lua enforces (render_job_submit_lua).
     slurm_user: str = "root"
+    # Seconds between runs of etc/health_check.sh (render_health_check) on every node; 0: none.
+    health_check_interval: int = 0
 
     @property
     def etc(self) -> Path:
@@ -106,6 +108,9 @@ def render_slurm_conf(layout: SlurmLayout) -> str:
         lines.append(f"Prolog={layout.etc}/prolog.sh")
     if layout.has_epilog:
         lines.append(f"Epilog={layout.etc}/epilog.sh")
+    if layout.health_check_interval:
+        lines += [f"HealthCheckProgram={layout.etc}/health_check.sh",
+                  f"HealthCheckInterval={layout.health_check_interval}", "HealthCheckNodeState=ANY"]
     lines += [f"{k}={v}" for k, v in sorted(layout.extra.items())]
     lines.append("")
     for n in layout.nodes:
@@ -149,6 +154,24 @@ pools="\"workerpool0\":[$chief]"
 [ -n "$workers" ] && pools="$pools,\"workerpool1\":[$workers]"
 echo "export CLUSTER_SPEC={\"cluster\":{$pools},\"environment\":\"cloud\",\"task\":{\"type\":\"$type\",\"index\":$index},\"job\":{\"slurm_job_id\":\"$SLURM_JOB_ID\"}}"
 """
+
+
+def render_health_check(python: str, slurm_conf: Path, fault_root: Path, record_dir: Path,
+                        paths: tuple[str, ...], budget: float = 10.0) -> str:
+    """Slurm's HealthCheckProgram for a local cluster: slurmd runs it as the node (its
+    SLURMD_NODENAME set) at start and every HealthCheckInterval. The node's checks within
+    ``budget`` seconds (health/node.py); a failure drains the node naming the check, a pass
+    resumes a node only a failure drained. Faults are read from the node's own folder under
+    ``fault_root``: only a local cluster's health checks have one."""
+    words = [_sh_quote(python), "-m", "jupyter_gtc.health.node", "--slurm", "--budget", f"{budget:g}",
+             "--record", _sh_quote(str(record_dir))] + [f"--path {_sh_quote(p)}" for p in paths]
+    return (
+        "#!/bin/bash\n"
+        "# Written by jupyter_gtc: the node health checks, as Slurm's HealthCheckProgram.\n"
+        f"export SLURM_CONF={_sh_quote(str(slurm_conf))}\n"
+        f'export GTC_FAULT_DIR={_sh_quote(str(fault_root))}/"$SLURMD_NODENAME"\n'
+        f"exec {' '.join(words)} > /dev/null\n"
+    )
 
 
 def render_task_prolog(slurm_conf: Path) -> str:

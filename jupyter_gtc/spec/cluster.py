@@ -172,6 +172,10 @@ class LocalOptions(_Model):
     """Factor applied to the catalogue's vCPUs and memory when declaring nodes to Slurm
     (``0.125`` declares an a3-highgpu-8g as 26 CPUs and 234 GB). GPU counts are never
     scaled: jobs see the GPU indices they would see on the real machine type."""
+    health_check_interval: int = Field(default=0, ge=0, le=86400)
+    """Seconds between runs of the node health checks (Slurm's ``HealthCheckInterval``; 0, as
+    Slurm's default, runs none). A failed check drains the node with the check as its reason;
+    a pass resumes a node only a failed check drained."""
 
 
 class ClusterSpec(_Model):

@@ -140,11 +140,20 @@ class ClusterService:
               progress: Progress = no_progress) -> Cluster:
         """Create the cluster ``spec`` describes, or bring an existing one to it by scaling its
         compute pools. Any other difference is refused, naming the fields, before anything
-        changes: a running cluster is never half-changed."""
+        changes: a running cluster is never half-changed. A cluster of that name that was
+        attached (backend ``slurm``) is used as it is if it has what the spec asks (its
+        partitions, nodes and GPUs): a notebook written against a local cluster then runs
+        unchanged on the real cluster attached under that name."""
         spec = _parsed(get_backend(backend, self.home), spec)
         if spec.name not in [r.name for r in self.store.list_clusters()]:
             return self.create(spec, backend, progress)
         record = self.store.get_cluster(spec.name)
+        if (record.backend != backend and isinstance(spec, ClusterSpec)
+                and get_backend(record.backend, self.home).attaches):
+            cluster = self.get(spec.name)
+            _check_fits(cluster, spec)
+            progress(f"cluster {spec.name} is attached ({record.backend}): used as it is")
+            return cluster
         if record.backend != backend:
             raise SpecError("backend", backend, f"cluster {spec.name} exists with backend {record.backend}; "
                                                 f"delete (or detach) it first, or give another name")
@@ -313,6 +322,24 @@ class ClusterService:
         record, spec = claimed
         get_backend(record.backend, self.home).delete(spec, record.runtime, progress)
         self.store.remove_cluster(record.name)
+
+
+def _check_fits(cluster: Cluster, spec: ClusterSpec) -> None:
+    """Refuse ``spec`` for the attached ``cluster`` where one of its partitions is missing there,
+    or has fewer nodes or GPUs per node than the spec's, naming the partition and what it has."""
+    have = {p.name: p for p in cluster.partitions}
+    for i, part in enumerate(spec.slurm.partitions):
+        field_ = f"orchestrator_spec.slurm_spec.partitions[{i}]"
+        got = have.get(part.id)
+        if got is None:
+            raise SpecError(field_, part.id, f"the attached cluster {cluster.name} has partitions "
+                                             f"{', '.join(have) or '(none)'}; use one of them, or another name")
+        nodes = sum(spec.pool(pid).node_count for pid in part.node_pool_ids)
+        gpus = max((spec.pool(pid).machine.gpu_count for pid in part.node_pool_ids), default=0)
+        if len(got.nodes) < nodes or max(got.node_gpus, default=0) < gpus:
+            raise SpecError(field_, part.id, f"partition {part.id} of the attached cluster {cluster.name} has "
+                                             f"{len(got.nodes)} node(s) with up to {max(got.node_gpus, default=0)} "
+                                             f"GPUs; the spec asks {nodes} with {gpus}")
 
 
 def _parsed(backend: Backend, spec: ClusterSpec | AttachSpec | dict | str) -> ClusterSpec | AttachSpec:

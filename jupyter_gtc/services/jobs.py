@@ -397,6 +397,11 @@ class JobService:
         record = record or self.store.get_cluster(cluster)
         return get_backend(record.backend, self.clusters.home).commands(record.runtime)
 
+    def jobs_root(self, cluster: str) -> Path:
+        """The folder on the cluster's host under which its jobs get their folders."""
+        record = self.store.get_cluster(cluster)
+        return Path(get_backend(record.backend, self.clusters.home).jobs_root(cluster, record.runtime))
+
     def submit(self, cluster: str, script: str, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None,
                job_dir: Path | None = None, default_name: str = "job",

@@ -20,6 +20,7 @@ import pytest
 
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import GtcError, HostUnreachable, SpecError, SpecErrors
+from jupyter_gtc.state import default_home
 from tests.conftest import sleep_until, slurm
 from tests.test_magics import shell  # noqa: F401 - the IPython shell fixture, with jupyter_gtc loaded
 
@@ -289,3 +290,62 @@ def test_a_connection_killed_while_a_job_runs_is_replaced_and_the_job_is_followe
         assert sshd.logins() - before == 1
     finally:
         api.detach_cluster("drop")
+
+
+def test_a_study_of_4_trials_runs_as_the_attached_clusters_jobs_its_files_only_there(cluster_behind_login):
+    from tests.tuning.conftest import short_spec
+
+    cluster, login = cluster_behind_login
+    spec = _attach_spec(cluster, f"{SHARED}/jobs", python=f"{sys.prefix}/bin/python",
+                        ssh={"host": login.alias, "config_file": str(login.config)})
+    api.attach_cluster(api.parse_spec(spec, "slurm", display_name="tuned"))
+    try:
+        study = api.create_study("tuned", short_spec("{x: {double: [0, 1]}}", trials=4, parallel=2), name="far")
+        study.wait(timeout=300)
+        assert (study.state, study.reason) == ("SUCCEEDED", None)
+        trials = study.snapshot().trials
+        assert [t.state for t in trials] == ["COMPLETE"] * 4 and all(t.value is not None for t in trials)
+        for t in trials:
+            assert t.job_dir == f"{SHARED}/jobs/tuned/studies/far/{t.trial_id}" and not Path(t.job_dir).exists()
+    finally:
+        api.detach_cluster("tuned")
+
+
+def test_the_jobs_notebook_runs_unchanged_on_a_cluster_attached_under_its_name(cluster_behind_login, tmp_path):
+    """notebooks/jobs.ipynb, as a user wrote it against a local cluster, on the real one: its
+    %%gtc_cluster finds `nbjobs` attached (over SSH), with the partition, nodes and GPUs its spec
+    asks, and uses it as it is; its last cell detaches it."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    cluster, login = cluster_behind_login
+    spec = _attach_spec(cluster, f"{SHARED}/jobs", python=f"{sys.prefix}/bin/python",
+                        ssh={"host": login.alias, "config_file": str(login.config)})
+    api.attach_cluster(api.parse_spec(spec, "slurm", display_name="nbjobs"))
+    try:
+        notebook = nbformat.read(Path(__file__).parents[2] / "notebooks" / "jobs.ipynb", as_version=4)
+        NotebookClient(notebook, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        # It ran on the cluster behind the login node: no local cluster was made, and that
+        # cluster's slurmctld ran the notebook's jobs.
+        assert not (default_home() / "clusters" / "nbjobs").exists()
+        ran = slurm(cluster.name, "squeue", "-h", "-t", "all", "-o", "%j %T").stdout.split("\n")
+        assert "hello COMPLETED" in ran and "sleeper CANCELLED" in ran
+    finally:
+        if "nbjobs" in [c.name for c in api.list_clusters(with_status=False)]:
+            api.detach_cluster("nbjobs")
+    assert api.get_cluster(cluster.name).state == "RUNNING"  # detached: the cluster behind is as it was
+
+
+def test_a_spec_the_attached_cluster_does_not_fit_is_refused_naming_the_partition(cluster_behind_login, tmp_path):
+    from tests.conftest import small_gpu_spec
+
+    cluster, _ = cluster_behind_login
+    api.attach_cluster(api.parse_spec(_attach_spec(cluster, str(tmp_path)), "slurm", display_name="fits"))
+    try:
+        assert api.apply_cluster_spec(small_gpu_spec("fits", nodes=2)).attached
+        with pytest.raises(SpecError) as refused:
+            api.apply_cluster_spec(small_gpu_spec("fits", nodes=4))
+        assert "partition train of the attached cluster fits has 2 node(s)" in str(refused.value)
+    finally:
+        api.detach_cluster("fits")

@@ -18,6 +18,7 @@ import pytest
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import SpecErrors, StudyExists
 from jupyter_gtc.spec.study import format_flag
+from jupyter_gtc.state import default_home
 from tests.conftest import sleep_until
 from tests.tuning.conftest import short_spec, trial_script
 
@@ -48,7 +49,7 @@ def test_a_study_runs_to_completion_with_two_trials_at_a_time(cluster):
         assert all(float(f.split("=")[1]) == t.params[f[2:].split("=")[0]] for f in ran["flags"][1:])
         assert ran["trial"] == int(t.trial_id) and ran["metric_file"] == f"{t.job_dir}/hypertune.metrics"
         assert ran["aip_model_dir"] == f"{t.job_dir}/model/"
-        assert Path(t.job_dir) == Path(study.record.study_dir) / t.trial_id
+        assert Path(t.job_dir) == default_home() / "jobs" / cluster / "studies" / "quadratic" / t.trial_id
         job = api.get_job(t.job_id, cluster)
         assert (job.state, job.name) == ("COMPLETED", f"quadratic-{t.trial_id}")  # <study>-<trial id>
     # Never more than two at once, and two did overlap.

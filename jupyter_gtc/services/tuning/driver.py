@@ -58,9 +58,9 @@ class _Running:
 
 
 class StudyDriver:
-    def __init__(self, name: str, cluster: str, spec: TuningSpec, study_dir: Path, optuna_study, jobs,
+    def __init__(self, name: str, cluster: str, spec: TuningSpec, trials_dir: Path, optuna_study, jobs,
                  store: Store, publish: Callable[[], None]):
-        self.name, self.cluster, self.spec, self.study_dir = name, cluster, spec, Path(study_dir)
+        self.name, self.cluster, self.spec, self.trials_dir = name, cluster, spec, Path(trials_dir)
         self.study = optuna_study
         self.jobs = jobs
         self.store = store
@@ -178,7 +178,7 @@ class StudyDriver:
         trial = self.study.ask()
         trial_id = str(trial.number + 1)
         params = engine.suggest(trial, self.spec)
-        trial_dir = self.study_dir / trial_id
+        trial_dir = self.trials_dir / trial_id
         trial.set_user_attr(TRIAL_ID, trial_id)
         trial.set_user_attr(JOB_DIR, str(trial_dir))
         env = {"CLOUD_ML_TRIAL_ID": trial_id, "CLOUD_ML_HP_METRIC_FILE": f"{trial_dir}/hypertune.metrics"}

@@ -176,7 +176,10 @@ class TuningService:
             study.sampler = sampler  # a sampler is per process: each driver makes its own
             self.store.update_study(name, sampler=f"{sampler_name}: {why}")
             study.set_user_attr("sampler", f"{sampler_name}: {why}")
-            driver = StudyDriver(name, record.cluster, spec, Path(record.study_dir), study, self.jobs, self.store,
+            # Trial folders go where the cluster's jobs go (on its host: an attached cluster's own
+            # file system); the study's folder here keeps its Optuna storage.
+            trials_dir = self.jobs.jobs_root(record.cluster) / "studies" / name
+            driver = StudyDriver(name, record.cluster, spec, trials_dir, study, self.jobs, self.store,
                                  publish=lambda: self.feed(name).publish())
             self._drivers[name] = driver
         driver.start()

@@ -78,6 +78,14 @@ def run_bytes(
     return BytesResult(argv, proc.returncode, proc.stdout, stderr)
 
 
+def run_in_terminal(argv: Sequence[str]) -> int:
+    """Run ``argv`` on this process's terminal (its prompts answered there, as ssh's password
+    prompt is); returns its exit status."""
+    argv = [str(a) for a in argv]
+    log.debug("run in terminal %s", argv)
+    return subprocess.run(argv, check=False).returncode
+
+
 def start_piped(argv: Sequence[str], *, stderr_file) -> subprocess.Popen:
     """Start a process that this one talks to over its stdin and stdout (bytes), for as long
     as both live (an SSH host's file server); its stderr goes to ``stderr_file``, an open

@@ -87,6 +87,27 @@ def attach_cluster(spec: AttachSpec | dict[str, Any] | str | Path, progress: Pro
     return create_cluster(spec, "slurm", progress)
 
 
+def connect_login(target: str, port: int | None = None, config_file: str | None = None) -> int:
+    """Open the shared SSH connection to a login node, in this process's terminal, for a login
+    that asks for a password or a second factor: ``target`` is an attached cluster's name, or
+    ``[USER@]HOST`` (an ~/.ssh/config alias too) before attaching. Every command, poll and file
+    read then reuses it, in every process of this user, until it is idle for 12 h. Returns ssh's
+    exit status."""
+    from .backends.slurm import connect
+
+    try:
+        record = _clusters().store.get_cluster(target)
+    except ClusterNotFound:
+        record = None
+    if record is not None and "ssh" in record.runtime:
+        return connect(record.runtime["ssh"])
+    user, _, host = target.rpartition("@")
+    spec = parse_attach_spec({"display_name": "connect", "ssh": {
+        "host": host, **({"user": user} if user else {}), **({"port": port} if port else {}),
+        **({"config_file": config_file} if config_file else {})}})
+    return connect(spec.ssh.model_dump(exclude_none=True))
+
+
 def detach_cluster(name: str, progress: Progress = no_progress) -> None:
     """Forget an attached cluster; its jobs keep running and their folders stay there."""
     if not get_cluster(name, with_status=False).attached:
@@ -262,7 +283,7 @@ __all__ = [
     "ClusterSpec", "load_cluster_spec", "parse_cluster_spec", "AttachSpec", "parse_attach_spec", "parse_spec",
     "read_spec_file",
     # clusters
-    "Cluster", "create_cluster", "attach_cluster", "detach_cluster", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster",
+    "Cluster", "create_cluster", "attach_cluster", "detach_cluster", "connect_login", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster",
     "cluster_env", "delete_cluster", "resolve_cluster", "cluster_queue", "cluster_health", "inject_fault",
     "Operation", "start_create_cluster", "start_scale_cluster", "start_delete_cluster", "cluster_operations",
     # jobs

@@ -124,6 +124,13 @@ def _parser() -> argparse.ArgumentParser:
     attach.add_argument("--json", action="store_true", help="print the cluster as JSON")
     attach.set_defaults(func=_attach)
 
+    connect = cv.add_parser("connect", help="open the SSH connection to a login node here, answering its password "
+                                            "or second-factor prompt once; everything then reuses it")
+    connect.add_argument("target", metavar="NAME|[USER@]HOST", help="an attached cluster, or a login node to attach")
+    connect.add_argument("--port", type=int)
+    connect.add_argument("--ssh-config", dest="ssh_config", help="an ssh config file instead of ~/.ssh/config")
+    connect.set_defaults(func=_connect)
+
     detach = cv.add_parser("detach", help="forget an attached cluster; its jobs keep running, their folders stay")
     detach.add_argument("name")
     detach.set_defaults(func=_detach)
@@ -244,6 +251,13 @@ def _health(args) -> None:
 def _fault(args) -> None:
     api.inject_fault(args.name, args.node, args.fault, clear=args.clear)
     print(f"{args.fault} {'cleared from' if args.clear else 'injected into'} {args.name}/{args.node}")
+
+
+def _connect(args) -> None:
+    status = api.connect_login(args.target, port=args.port, config_file=args.ssh_config)
+    if status != 0:
+        raise GtcError(f"ssh could not open the connection to {args.target} (exit status {status}); see above")
+    print(f"connected to {args.target}; jupyter_gtc reuses the connection until it is idle for 12 h", file=sys.stderr)
 
 
 def _detach(args) -> None:

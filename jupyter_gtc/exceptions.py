@@ -61,7 +61,11 @@ class HostUnreachable(CommandError):
         super().__init__(argv, 255, stderr)
         self.destination = destination
         detail = stderr.strip().splitlines()[-1] if stderr.strip() else "no error output"
-        self.args = (f"cannot reach {destination} over SSH: {detail}",)
+        hint = ""
+        if "Permission denied" in detail and ("password" in detail or "keyboard-interactive" in detail):
+            hint = (f". If this login asks for a password or a second factor, open the connection once in a "
+                    f"terminal: `gtc cluster connect {destination}`; everything then reuses it")
+        self.args = (f"cannot reach {destination} over SSH: {detail}{hint}",)
 
 
 class HostKeyRefused(HostUnreachable):

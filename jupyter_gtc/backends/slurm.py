@@ -29,6 +29,7 @@ from ..hosts import LOCAL, Host
 from ..hosts.ssh import SSHHost
 from ..slurm.commands import SlurmCommands
 from ..spec.attach import DEFAULT_POLL_INTERVAL, AttachSpec, parse_attach_spec
+from ..spec.job import ATTEMPT_NOTE, insert_after_header, is_shell_script
 from .base import Backend, ClusterStatus, JobLaunch, PartitionLayout, Progress
 
 # One SSHHost (one connection, one remote file server) per login node per process, shared by
@@ -99,16 +100,7 @@ class SlurmBackend(Backend):
     # -- reaching it -----------------------------------------------------------------------
 
     def host(self, runtime: dict[str, Any]) -> Host:
-        if "ssh" not in runtime:
-            return LOCAL
-        key = _host_key(runtime)
-        with _hosts_lock:
-            if key not in _hosts:
-                ssh = runtime["ssh"]
-                _hosts[key] = SSHHost(ssh["host"], control_dir=_control_dir(), port=ssh.get("port"),
-                                      user=ssh.get("user"),
-                                      config_file=Path(ssh["config_file"]) if ssh.get("config_file") else None)
-            return _hosts[key]
+        return _shared_host(runtime["ssh"]) if "ssh" in runtime else LOCAL
 
     def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
         return {"SLURM_CONF": runtime["slurm_conf"]} if runtime.get("slurm_conf") else {}
@@ -138,15 +130,20 @@ class SlurmBackend(Backend):
     def job_launch(self, spec: AttachSpec, runtime: dict[str, Any], script: str, variables: dict[str, str],
                    python_env: Any) -> JobLaunch:
         """The contract and the cluster's Python as ``export`` lines in the batch script, after
-        its ``#SBATCH`` header (sbatch reads none past the first command), each value quoted."""
+        its ``#SBATCH`` header (sbatch reads none past the first command), each value quoted.
+        A script that is not a shell's gets the contract in sbatch's environment, which sbatch
+        exports to it, and neither the Python environment nor the setup lines."""
         env_dir = self._python_env(spec, runtime, python_env)
+        if not is_shell_script(script):  # a Python script, say: the contract through sbatch's environment
+            return JobLaunch(script, {**variables}, env_dir)
         lines = ["# Added by jupyter_gtc: the job contract (no TaskProlog of ours runs on this cluster)."]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in variables.items()]
         lines.append('export CLOUD_ML_JOB_ID="$SLURM_JOB_ID"')
+        lines.append(f'[ -z "${{SLURM_RESTART_COUNT:-}}" ] || echo "{ATTEMPT_NOTE}"')
         if env_dir is not None:
             lines.append(f'export PATH={shlex.quote(env_dir + "/bin")}:"$PATH"')
         lines += list(spec.setup)
-        return JobLaunch(_after_header(script, lines), {}, env_dir)
+        return JobLaunch(insert_after_header(script, lines), {}, env_dir)
 
     def _python_env(self, spec: AttachSpec, runtime: dict[str, Any], choice: Any) -> str | None:
         """The environment on the cluster first on a job's PATH: ``choice`` (a folder there, or
@@ -163,6 +160,22 @@ class SlurmBackend(Backend):
             raise SpecError("python_env", str(choice), f"a Python environment on {_where(spec)}: an absolute "
                                                        f"folder with bin/python there, or 'none'")
         return path
+
+
+def connect(ssh: dict[str, Any]) -> int:
+    """Open the shared connection to a login node (``ssh``: an attach spec's ``ssh`` block) in
+    this terminal, for a login that asks for a password or a second factor; ssh's exit status."""
+    return _shared_host(ssh).connect()
+
+
+def _shared_host(ssh: dict[str, Any]) -> SSHHost:
+    """The process's one ``SSHHost`` for the login node an ``ssh`` block names."""
+    key = _host_key({"ssh": ssh})
+    with _hosts_lock:
+        if key not in _hosts:
+            _hosts[key] = SSHHost(ssh["host"], control_dir=_control_dir(), port=ssh.get("port"), user=ssh.get("user"),
+                                  config_file=Path(ssh["config_file"]) if ssh.get("config_file") else None)
+        return _hosts[key]
 
 
 def _reach(spec: AttachSpec) -> dict[str, Any]:
@@ -212,15 +225,3 @@ def _control_dir() -> Path:
         raise GtcError(f"{folder} is not a private folder of this user's (owner uid {info.st_uid}, mode "
                        f"{stat.S_IMODE(info.st_mode):o}); remove it, and jupyter_gtc makes its own")
     return folder
-
-
-def _after_header(script: str, lines: list[str]) -> str:
-    """``script`` with ``lines`` inserted after its shebang and leading comments (where
-    ``#SBATCH`` lines are read), before its first command."""
-    body = script.splitlines(keepends=True)
-    at = 0
-    while at < len(body) and (not body[at].strip() or body[at].lstrip().startswith("#")):
-        at += 1
-    if at and not body[at - 1].endswith("\n"):
-        body[at - 1] += "\n"
-    return "".join(body[:at] + [line + "\n" for line in lines] + body[at:])

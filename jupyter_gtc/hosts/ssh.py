@@ -15,8 +15,8 @@ hold Slurm's commands). The one string ssh itself sends, the server's start, is 
 ``shlex.quote``. ``BatchMode`` is on: nothing ever waits for a password prompt that no one
 sees (a notebook has no terminal), and ``StrictHostKeyChecking`` refuses unknown or changed
 keys. Keys and agents work as they are; a host that asks for a password or a second factor
-needs its connection opened once where the prompt can be answered (not built yet: the
-``slurm`` backend's attach, issue 13).
+needs its connection opened once where the prompt can be answered: ``connect`` (``gtc
+cluster connect``, in a terminal), which every later call reuses.
 """
 
 from __future__ import annotations
@@ -55,12 +55,14 @@ class SSHHost(Host):
         self._server = None  # the remote file server's ssh process, while it lives
         self._server_errors = None
         self._lock = threading.Lock()  # one request at a time on the server's pipes
-        self._ssh = ["ssh", *(["-F", str(config_file)] if config_file else []),
-                     "-o", "ControlMaster=auto", "-o", f"ControlPath={self.control_path}",
-                     "-o", f"ControlPersist={persist_s}", "-o", "BatchMode=yes",
-                     "-o", "StrictHostKeyChecking=yes", "-o", f"ConnectTimeout={connect_timeout:g}",
-                     "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3",
-                     *(["-p", str(port)] if port else []), *(["-l", user] if user else [])]
+        # ssh keeps the first value it gets for an option: ours come before ~/.ssh/config's.
+        self._common = [*(["-F", str(config_file)] if config_file else []),
+                        "-o", f"ControlPath={self.control_path}", "-o", "StrictHostKeyChecking=yes",
+                        "-o", f"ConnectTimeout={connect_timeout:g}",
+                        "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3",
+                        *(["-p", str(port)] if port else []), *(["-l", user] if user else [])]
+        self._ssh = ["ssh", "-o", "ControlMaster=auto", "-o", f"ControlPersist={persist_s}", "-o", "BatchMode=yes",
+                     *self._common]
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, check: bool = True,
             timeout: float = 60, input: str | None = None) -> _process.Result:
@@ -74,6 +76,15 @@ class SSHHost(Host):
         if check and returncode != 0:
             raise CommandError(argv, returncode, stderr or stdout.decode(errors="replace"))
         return _process.Result(argv, returncode, stdout.decode(errors="replace"), stderr)
+
+    def connect(self, persist: str = "12h") -> int:
+        """Open the shared connection here, in a terminal, for a login that asks for a password
+        or a second factor: ssh prompts as it always does, then goes to the background and keeps
+        the connection for ``persist`` (idle), which every command, poll and file read, of this
+        process and of others (a kernel, the Jupyter server), then reuses without a prompt.
+        Returns ssh's exit status."""
+        return _process.run_in_terminal(["ssh", "-o", "ControlMaster=yes", "-o", f"ControlPersist={persist}",
+                                         *self._common, "-fN", "--", self.destination])
 
     def close(self) -> None:
         """End the file server and the shared connection (``ssh -O exit``); the next call

@@ -315,7 +315,6 @@ def _numeric(slurm_id: str) -> int:
 
 PYTHON_ENV_OPTION = "--python-env"
 
-
 def _check_partitions(cluster: str, layouts: list[PartitionLayout], partition: str | None,
                       pairs: list[tuple[str, str | None]]) -> None:
     """Refuse a job for a partition the cluster lacks, or that asks more GPUs per node than
@@ -440,6 +439,10 @@ class JobService:
         extra = [] if option(pairs, "job-name") else [f"--job-name={name}"]
         if option(pairs, "output") is None:
             extra.append(f"--output={job_dir}/slurm-{'%A_%a' if array else '%j'}.out")
+        if option(pairs, "open-mode") is None:
+            # A requeued job keeps its earlier attempts' output (Slurm would truncate it); each
+            # later attempt starts with ATTEMPT_NOTE (the cluster's TaskProlog, or the script's).
+            extra.append("--open-mode=append")
         try:
             slurm_id = self._commands(cluster, record).submit(job_dir / "job.sbatch", [*extra, *options], launch.env,
                                                               cwd_option=job_dir, script_args=script_args)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..spec.job import ATTEMPT_NOTE
+
 # Slurm's config parser splits on whitespace and treats '#' as a comment; paths we write
 # into slurm.conf must not contain either (checked where the cluster directory is chosen).
 UNSAFE_IN_CONF = set(" \t\n#\"'=")
@@ -153,6 +155,10 @@ if [ "$node" -eq 0 ]; then type=workerpool0 index=0; else type=workerpool1 index
 pools="\"workerpool0\":[$chief]"
 [ -n "$workers" ] && pools="$pools,\"workerpool1\":[$workers]"
 echo "export CLUSTER_SPEC={\"cluster\":{$pools},\"environment\":\"cloud\",\"task\":{\"type\":\"$type\",\"index\":$index},\"job\":{\"slurm_job_id\":\"$SLURM_JOB_ID\"}}"
+# The batch script's own task (it has no step id) of a requeued job: a line in its output.
+if [ -n "${SLURM_RESTART_COUNT:-}" ] && [ -z "${SLURM_STEP_ID:-}" ]; then
+  echo "print @ATTEMPT_NOTE@"
+fi
 """
 
 
@@ -177,7 +183,7 @@ def render_health_check(python: str, slurm_conf: Path, fault_root: Path, record_
 def render_task_prolog(slurm_conf: Path) -> str:
     """Slurm runs this before every task and sets each ``export K=V`` line it prints in the
     task's environment: the parts of the Vertex AI job contract only known at run time."""
-    return _TASK_PROLOG.replace("@SLURM_CONF@", _sh_quote(str(slurm_conf)))
+    return _TASK_PROLOG.replace("@SLURM_CONF@", _sh_quote(str(slurm_conf))).replace("@ATTEMPT_NOTE@", ATTEMPT_NOTE)
 
 
 _JOB_SUBMIT_LUA = """-- Written by jupyter_gtc. Every daemon of this cluster runs as @NAME@ (uid @UID@), not as

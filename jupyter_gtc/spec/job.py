@@ -35,6 +35,31 @@ def sbatch_directives(script: str) -> list[str]:
     return options
 
 
+# What a requeued job writes first, below the earlier attempts' output (shell text: the
+# restart count is Slurm's SLURM_RESTART_COUNT, set from the second attempt on).
+ATTEMPT_NOTE = ("--- jupyter_gtc: attempt $((SLURM_RESTART_COUNT + 1)) (requeued); "
+                "the earlier attempts' output is above ---")
+_SHELL = re.compile(r"#!\s*\S*?(?:/env\s+)?\S*?\b(?:ba|da|k|z)?sh\b")
+
+
+def is_shell_script(script: str) -> bool:
+    """Whether ``script`` runs in a POSIX shell (its ``#!`` names sh, bash, ...), so that shell
+    lines may be added to it; a Python or other script is left as it is."""
+    return bool(_SHELL.match(script.split("\n", 1)[0]))
+
+
+def insert_after_header(script: str, lines: list[str]) -> str:
+    """``script`` with ``lines`` inserted after its shebang and leading comments (where
+    sbatch reads ``#SBATCH`` lines), before its first command."""
+    body = script.splitlines(keepends=True)
+    at = 0
+    while at < len(body) and (not body[at].strip() or body[at].lstrip().startswith("#")):
+        at += 1
+    if at and not body[at - 1].endswith("\n"):
+        body[at - 1] += "\n"
+    return "".join(body[:at] + [line + "\n" for line in lines] + body[at:])
+
+
 def parse_options(tokens: list[str]) -> list[tuple[str, str | None]]:
     """``["--nodes", "2", "-J", "x", "--requeue"]`` -> [("nodes", "2"), ("job-name", "x"), ("requeue", None)].
 

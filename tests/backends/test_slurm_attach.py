@@ -349,3 +349,48 @@ def test_a_spec_the_attached_cluster_does_not_fit_is_refused_naming_the_partitio
         assert "partition train of the attached cluster fits has 2 node(s)" in str(refused.value)
     finally:
         api.detach_cluster("fits")
+
+
+def test_gtc_cluster_connect_opens_the_connection_every_later_call_reuses(cluster3, sshd, tmp_path):
+    from tests.test_cli import gtc
+
+    before = sshd.logins()
+    opened = gtc("cluster", "connect", sshd.alias, "--ssh-config", str(sshd.config))
+    assert opened.returncode == 0, opened.stderr
+    assert "reuses the connection" in opened.stderr
+    spec = _attach_spec(cluster3, str(tmp_path), ssh={"host": sshd.alias, "config_file": str(sshd.config)})
+    api.attach_cluster(api.parse_spec(spec, "slurm", display_name="mfa"))
+    try:
+        api.submit_job("mfa", "true").wait(timeout=60)
+        assert sshd.logins() - before == 1  # the one login `connect` made: no prompt would come again
+    finally:
+        api.detach_cluster("mfa")  # and its close ends that connection
+
+
+def test_a_login_that_asks_for_a_password_is_refused_saying_how_to_connect_once(tmp_path):
+    from tests.hosts.sshd import SSHD, start_sshd
+
+    if SSHD is None or os.getuid() != 0:
+        pytest.skip("the test sshd runs as root, from Debian's openssh-server (make setup installs it)")
+    server = start_sshd(tmp_path / "sshd", password_only=True)
+    try:
+        with pytest.raises(HostUnreachable) as refused:
+            api.attach_cluster({"display_name": "pw", "ssh": {"host": server.alias, "config_file": str(server.config)}})
+        assert "Permission denied" in str(refused.value) and f"gtc cluster connect {server.alias}" in str(refused.value)
+        assert "pw" not in [c.name for c in api.list_clusters(with_status=False)]
+    finally:
+        server.stop()
+
+
+def test_a_requeued_job_on_an_attached_cluster_keeps_its_first_attempts_output(cluster3, tmp_path):
+    hpc = api.attach_cluster(api.parse_spec(_attach_spec(cluster3, str(tmp_path)), "slurm", display_name="again"))
+    try:
+        script = '#!/bin/bash\necho "run ${SLURM_RESTART_COUNT:-0}"\n[ -n "$SLURM_RESTART_COUNT" ] || sleep 300\n'
+        job = api.submit_job(hpc.name, script, ["--requeue"]).wait_until_running(timeout=60)
+        assert sleep_until(lambda: "run 0" in job.logs(), 60)
+        job.requeue()
+        job.wait(timeout=120)
+        first, marker, second = job.logs().partition("--- jupyter_gtc: attempt 2 (requeued)")
+        assert "run 0" in first and marker and second.endswith("run 1\n"), job.logs()
+    finally:
+        api.detach_cluster("again")

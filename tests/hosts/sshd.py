@@ -51,11 +51,13 @@ class SSHServer:
             self.process.kill()
 
 
-def start_sshd(root: Path, user: str = "root", mounts: dict[str, Path] | None = None) -> SSHServer:
+def start_sshd(root: Path, user: str = "root", mounts: dict[str, Path] | None = None,
+               password_only: bool = False) -> SSHServer:
     """``mounts`` (path -> folder): what the server sees at ``path`` and this process does
     not, as a login node mounts the cluster's shared file system: the server runs in a mount
     namespace of its own, with ``folder`` bind-mounted there. Without SSH, a file under
-    ``path`` cannot be read from here."""
+    ``path`` cannot be read from here. ``password_only``: a login that takes no key, as
+    sites with passwords or a second factor have."""
     root.mkdir(parents=True, exist_ok=True)
     client = root / "client"
     client.mkdir(mode=0o700, exist_ok=True)
@@ -71,7 +73,8 @@ ListenAddress 127.0.0.1
 HostKey {root}/host_ed25519
 PidFile {root}/sshd.pid
 AuthorizedKeysFile {root}/authorized_keys
-PasswordAuthentication no
+PasswordAuthentication {"yes" if password_only else "no"}
+PubkeyAuthentication {"no" if password_only else "yes"}
 KbdInteractiveAuthentication no
 UsePAM no
 StrictModes no

@@ -256,7 +256,9 @@ def job_tensorboard(ref: str, cluster: str | None = None):
     if not job.managed:
         raise GtcError(f"job {job.id} ({job.name}) was not submitted through jupyter_gtc: it has no log dir "
                        f"(AIP_TENSORBOARD_LOG_DIR) for TensorBoard")
-    return tensorboard.start(job.log_dir)
+    # A job on an attached cluster: its event files are mirrored here for TensorBoard.
+    mirror = default_home() / "mirrors" / job.cluster / f"{job.id}-{job.job_dir.name}"
+    return tensorboard.start(job.log_dir, host=job.host, mirror_dir=mirror)
 
 
 def cluster_queue(cluster: str) -> list[Job]:

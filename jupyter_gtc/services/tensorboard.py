@@ -1,6 +1,7 @@
 """A real TensorBoard on a job's log dir: one per log dir per process, on a free port,
 stopped when the process exits (or on request), and ending by itself if this process is
-killed without a chance to stop it."""
+killed without a chance to stop it. A log dir on another host (an attached cluster's login
+node) is mirrored here first (``mirror.py``), and TensorBoard reads the mirror."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import psutil
 from .. import _process
 from .._ports import free_ports
 from ..exceptions import GtcError
+from ..hosts import LOCAL, Host
+from .mirror import Mirror
 
 _running: dict[Path, "TensorBoard"] = {}
 _lock = threading.Lock()
@@ -48,6 +51,7 @@ class TensorBoard:
     port: int
     pid: int
     host: str = "127.0.0.1"
+    mirror: Mirror | None = None  # the local copy it reads, for a log dir on a cluster's host
 
     @property
     def url(self) -> str:
@@ -62,6 +66,8 @@ class TensorBoard:
             return False
 
     def stop(self) -> None:
+        if self.mirror is not None:
+            self.mirror.stop()
         try:
             proc = psutil.Process(self.pid)
             proc.send_signal(signal.SIGTERM)
@@ -79,21 +85,28 @@ class TensorBoard:
         return f'<a href="{self.url}" target="_blank">TensorBoard for {self.log_dir}</a> (pid {self.pid})'
 
 
-def start(log_dir: Path, timeout: float = 90) -> TensorBoard:
+def start(log_dir: Path, timeout: float = 90, host: Host = LOCAL, mirror_dir: Path | None = None) -> TensorBoard:
     """TensorBoard for ``log_dir``: the one this process started already, or a new one once
     it answers HTTP. It is stopped when this process exits, and ends by itself if this
-    process is killed outright (a kernel restarted, SIGKILL)."""
+    process is killed outright (a kernel restarted, SIGKILL). A ``log_dir`` on another
+    ``host`` is mirrored into ``mirror_dir`` (kept up to date while TensorBoard runs)."""
     log_dir = Path(log_dir)
     with _lock:
         existing = _running.get(log_dir)
         if existing and existing.running:
             return existing
+        mirror = None
+        if host is not LOCAL:
+            if mirror_dir is None:
+                raise GtcError(f"{log_dir} is on {host.name}: give a local folder to mirror it into")
+            mirror = Mirror(host, log_dir, mirror_dir / "logs").start()
+        read_dir = mirror.local if mirror else log_dir
         port = free_ports(1, "127.0.0.1")[0]
-        out = log_dir.parent / "tensorboard.out"
+        out = read_dir.parent / "tensorboard.out"
         pid = _process.start_daemon(
-            [sys.executable, "-c", _LAUNCHER, str(os.getpid()), "--logdir", str(log_dir), "--host", "127.0.0.1",
+            [sys.executable, "-c", _LAUNCHER, str(os.getpid()), "--logdir", str(read_dir), "--host", "127.0.0.1",
              "--port", str(port), "--reload_interval", "2"], log_file=out, detach=False)
-        board = _running[log_dir] = TensorBoard(log_dir, port, pid)
+        board = _running[log_dir] = TensorBoard(log_dir, port, pid, mirror=mirror)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not board.running:

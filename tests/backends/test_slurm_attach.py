@@ -394,3 +394,32 @@ def test_a_requeued_job_on_an_attached_cluster_keeps_its_first_attempts_output(c
         assert "run 0" in first and marker and second.endswith("run 1\n"), job.logs()
     finally:
         api.detach_cluster("again")
+
+
+def test_tensorboard_of_a_job_on_the_login_nodes_side_reads_a_mirror_that_keeps_up(cluster_behind_login):
+    import urllib.request
+
+    cluster, login = cluster_behind_login
+    spec = _attach_spec(cluster, f"{SHARED}/jobs", python=f"{sys.prefix}/bin/python",
+                        ssh={"host": login.alias, "config_file": str(login.config)})
+    api.attach_cluster(api.parse_spec(spec, "slurm", display_name="board"))
+    board = None
+    try:
+        job = api.submit_job("board", "#!/bin/bash\npython -m jupyter_gtc.examples.tiny_regression --steps 40\n")
+        job.wait(timeout=180)
+        assert job.state == "COMPLETED" and not job.log_dir.exists()  # the events are on the far side only
+        board = api.job_tensorboard(job.id, "board")
+
+        def steps() -> int:
+            url = f"{board.url}data/plugin/scalars/scalars?run=.&tag=train/loss"
+            try:
+                with urllib.request.urlopen(url, timeout=5) as answer:
+                    return len(json.loads(answer.read()))
+            except OSError:
+                return 0
+
+        assert sleep_until(lambda: steps() == 40, timeout=90), steps()
+    finally:
+        if board is not None:
+            board.stop()
+        api.detach_cluster("board")

@@ -38,6 +38,37 @@ printf '{"loss": "%s", "global_step": "%s", "timestamp": 1}\\n' 0.5 10 > "$CLOUD
 """
 
 
+SHARED = "/cluster/scratch"  # the attached cluster's shared file system, as its nodes and login node see it
+
+
+@pytest.fixture(scope="module")
+def cluster_behind_login(slurm_available, tmp_path_factory):
+    """A local cluster whose nodes share a filestore at /cluster/scratch, and a login node to
+    it: an sshd that sees that filestore there, in a mount namespace of its own. This process
+    sees an empty folder at /cluster/scratch, so anything read without SSH is not found."""
+    from jupyter_gtc.backends.storage import folder
+    from tests.conftest import small_gpu_spec
+    from tests.hosts.sshd import SSHD, start_sshd
+
+    if SSHD is None or os.getuid() != 0:
+        pytest.skip("the login node's sshd runs as root, from Debian's openssh-server (make setup installs it)")
+    spec = small_gpu_spec("behind", nodes=2)
+    instance = "projects/p/locations/z/instances/scratch"
+    spec["nodePools"][0]["filestores"] = [{"filestore": instance, "mountPath": SHARED}]
+    cluster = api.create_cluster(spec)
+    server = start_sshd(tmp_path_factory.mktemp("login"),
+                        mounts={SHARED: folder(Path(cluster.runtime["dir"]), instance)})
+    yield cluster, server
+    server.stop()
+    api.delete_cluster(cluster.name)
+
+
+@pytest.fixture(scope="module")
+def behind(cluster_behind_login) -> api.Cluster:
+    """The cluster every attached one of this module stands for."""
+    return cluster_behind_login[0]
+
+
 def _attach_spec(cluster: api.Cluster, jobs_root: str, **more) -> dict:
     return {"slurm_conf": api.cluster_env(cluster.name)["SLURM_CONF"], "jobs_root": jobs_root,
             "poll_interval": 1, **more}
@@ -65,24 +96,24 @@ def _check_contract_job(job: api.Job, root: str, python_env: str) -> None:
     assert list(metrics["tag"]) == ["loss"] and list(metrics["value"]) == [0.5]
 
 
-def test_on_a_login_node_the_cluster_is_attached_as_it_is_and_runs_jobs_with_the_contract(cluster3, tmp_path):
+def test_on_a_login_node_the_cluster_is_attached_as_it_is_and_runs_jobs_with_the_contract(behind, tmp_path):
     env = str(Path(sys.prefix))
-    spec = _attach_spec(cluster3, str(tmp_path / "jobs"), python=f"{env}/bin/python",
+    spec = _attach_spec(behind, str(tmp_path / "jobs"), python=f"{env}/bin/python",
                         setup=["export GTC_SETUP_RAN=yes"])
     hpc = api.attach_cluster(api.parse_spec(spec, "slurm", display_name="hpc"))
     try:
         assert hpc.attached and hpc.backend == "slurm" and hpc.state == "RUNNING"
         assert [(p.name, len(p.nodes), set(p.node_gpus), p.default) for p in hpc.partitions] == \
-            [("train", 3, {8}, True)]
-        assert (hpc.node_count, hpc.gpu_count) == (3, 24)
+            [("train", 2, {8}, True)]
+        assert (hpc.node_count, hpc.gpu_count) == (2, 16)
         assert hpc.status.details["slurm_version"].startswith("22.05")
         assert hpc.status.details["login"] == "this machine"
-        assert sorted(n.name for n in hpc.nodes) == sorted(n.name for n in api.get_cluster(cluster3.name).nodes)
+        assert sorted(n.name for n in hpc.nodes) == sorted(n.name for n in api.get_cluster(behind.name).nodes)
 
         job = api.submit_job("hpc", CONTRACT_JOB, python_env=None)
         _check_contract_job(job, f"{tmp_path}/jobs/hpc", env)
         # The job is the cluster's own: its Slurm knows it by the same id.
-        assert job.id in slurm(cluster3.name, "squeue", "-h", "-t", "all", "-o", "%i").stdout.split()
+        assert job.id in slurm(behind.name, "squeue", "-h", "-t", "all", "-o", "%i").stdout.split()
 
         with pytest.raises(SpecError) as refused:
             api.submit_job("hpc", "#!/bin/bash\ntrue\n", ["--partition=gpu"])
@@ -90,18 +121,18 @@ def test_on_a_login_node_the_cluster_is_attached_as_it_is_and_runs_jobs_with_the
         with pytest.raises(GtcError, match="never resizes"):
             api.scale_cluster("hpc", "train", 1)
         with pytest.raises(GtcError, match="delete_cluster"):
-            api.detach_cluster(cluster3.name)  # a cluster we created is deleted, not detached
+            api.detach_cluster(behind.name)  # a cluster we created is deleted, not detached
     finally:
         api.detach_cluster("hpc")
     assert "hpc" not in [c.name for c in api.list_clusters(with_status=False)]
     # Nothing of the cluster went with the detach: its nodes, and the job's folder.
-    assert api.get_cluster(cluster3.name).state == "RUNNING" and job.job_dir.is_dir()
+    assert api.get_cluster(behind.name).state == "RUNNING" and job.job_dir.is_dir()
 
 
-def test_over_ssh_one_connection_carries_the_attach_the_jobs_their_logs_and_metrics(cluster3, sshd):
+def test_over_ssh_one_connection_carries_the_attach_the_jobs_their_logs_and_metrics(behind, sshd):
     env = str(Path(sys.prefix))
     folder = f"gtc-attach-{uuid.uuid4().hex[:8]}"
-    spec = _attach_spec(cluster3, f"~/{folder}", python=f"{env}/bin/python", setup=["export GTC_SETUP_RAN=yes"],
+    spec = _attach_spec(behind, f"~/{folder}", python=f"{env}/bin/python", setup=["export GTC_SETUP_RAN=yes"],
                         ssh={"host": sshd.alias, "config_file": str(sshd.config)})
     before = sshd.logins()
     hpc = api.attach_cluster(api.parse_spec(spec, "slurm", display_name="far"))
@@ -157,21 +188,21 @@ def test_a_cluster_without_slurm_commands_says_what_is_missing(tmp_path):
     assert "noslurm" not in [c.name for c in api.list_clusters(with_status=False)]
 
 
-def test_the_cluster_json_says_it_is_attached_and_lists_its_partitions(cluster3, tmp_path):
-    hpc = api.attach_cluster(api.parse_spec(_attach_spec(cluster3, str(tmp_path)), "slurm", display_name="js"))
+def test_the_cluster_json_says_it_is_attached_and_lists_its_partitions(behind, tmp_path):
+    hpc = api.attach_cluster(api.parse_spec(_attach_spec(behind, str(tmp_path)), "slurm", display_name="js"))
     try:
         data = json.loads(json.dumps(hpc.to_json()))
         assert data["attached"] is True and data["backend"] == "slurm"
-        assert data["partitions"][0]["name"] == "train" and len(data["partitions"][0]["nodes"]) == 3
-        assert data["spec"]["slurm_conf"] == api.cluster_env(cluster3.name)["SLURM_CONF"]
+        assert data["partitions"][0]["name"] == "train" and len(data["partitions"][0]["nodes"]) == 2
+        assert data["spec"]["slurm_conf"] == api.cluster_env(behind.name)["SLURM_CONF"]
     finally:
         api.detach_cluster("js")
 
 
-def test_gtc_cluster_attach_describe_and_detach_from_the_command_line(cluster3, tmp_path):
+def test_gtc_cluster_attach_describe_and_detach_from_the_command_line(behind, tmp_path):
     from tests.test_cli import gtc
 
-    conf = api.cluster_env(cluster3.name)["SLURM_CONF"]
+    conf = api.cluster_env(behind.name)["SLURM_CONF"]
     attached = gtc("cluster", "attach", "cli", "--slurm-conf", conf, "--jobs-root", str(tmp_path))
     assert attached.returncode == 0, attached.stderr
     assert "cluster cli attached" in attached.stderr and "gpu-0" in attached.stdout
@@ -181,13 +212,13 @@ def test_gtc_cluster_attach_describe_and_detach_from_the_command_line(cluster3, 
     assert refused.returncode == 1 and "never resizes" in refused.stderr
     assert gtc("cluster", "detach", "cli").returncode == 0
     assert "cli" not in [c.name for c in api.list_clusters(with_status=False)]
-    not_attached = gtc("cluster", "detach", cluster3.name)
+    not_attached = gtc("cluster", "detach", behind.name)
     assert not_attached.returncode == 1 and "delete_cluster" in not_attached.stderr
 
 
-def test_the_gtc_cluster_magic_attaches_with_backend_slurm_and_sbatch_runs_there(cluster3, shell, tmp_path):
+def test_the_gtc_cluster_magic_attaches_with_backend_slurm_and_sbatch_runs_there(behind, shell, tmp_path):
     ip = shell
-    cell = f"slurm_conf: {api.cluster_env(cluster3.name)['SLURM_CONF']}\njobs_root: {tmp_path}\npoll_interval: 1\n"
+    cell = f"slurm_conf: {api.cluster_env(behind.name)['SLURM_CONF']}\njobs_root: {tmp_path}\npoll_interval: 1\n"
     panel = ip.run_cell_magic("gtc_cluster", "mag --backend slurm", cell)
     try:
         assert panel.cluster.attached and "partition" in panel.pools_html.value and "train" in panel.pools_html.value
@@ -198,31 +229,6 @@ def test_the_gtc_cluster_magic_attaches_with_backend_slurm_and_sbatch_runs_there
         assert job.logs().strip() == f"magic {job.job_dir}/model/"
     finally:
         api.detach_cluster("mag")
-
-
-SHARED = "/cluster/scratch"  # the attached cluster's shared file system, as its nodes and login node see it
-
-
-@pytest.fixture(scope="module")
-def cluster_behind_login(slurm_available, tmp_path_factory):
-    """A local cluster whose nodes share a filestore at /cluster/scratch, and a login node to
-    it: an sshd that sees that filestore there, in a mount namespace of its own. This process
-    sees an empty folder at /cluster/scratch, so anything read without SSH is not found."""
-    from jupyter_gtc.backends.storage import folder
-    from tests.conftest import small_gpu_spec
-    from tests.hosts.sshd import SSHD, start_sshd
-
-    if SSHD is None or os.getuid() != 0:
-        pytest.skip("the login node's sshd runs as root, from Debian's openssh-server (make setup installs it)")
-    spec = small_gpu_spec("behind", nodes=2)
-    instance = "projects/p/locations/z/instances/scratch"
-    spec["nodePools"][0]["filestores"] = [{"filestore": instance, "mountPath": SHARED}]
-    cluster = api.create_cluster(spec)
-    server = start_sshd(tmp_path_factory.mktemp("login"),
-                        mounts={SHARED: folder(Path(cluster.runtime["dir"]), instance)})
-    yield cluster, server
-    server.stop()
-    api.delete_cluster(cluster.name)
 
 
 def test_over_ssh_every_file_of_a_job_is_read_on_the_login_node(cluster_behind_login):
@@ -248,9 +254,9 @@ def _job_info_requests(cluster: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def test_300_watched_jobs_cost_one_squeue_per_tick_and_never_more_than_the_interval_allows(cluster3, sshd,
+def test_300_watched_jobs_cost_one_squeue_per_tick_and_never_more_than_the_interval_allows(behind, sshd,
                                                                                          tmp_path):
-    spec = _attach_spec(cluster3, str(tmp_path), ssh={"host": sshd.alias, "config_file": str(sshd.config)},
+    spec = _attach_spec(behind, str(tmp_path), ssh={"host": sshd.alias, "config_file": str(sshd.config)},
                         poll_interval=2)
     api.attach_cluster(api.parse_spec(spec, "slurm", display_name="kind"))
     try:
@@ -260,22 +266,22 @@ def test_300_watched_jobs_cost_one_squeue_per_tick_and_never_more_than_the_inter
         unsubscribe = poller.subscribe(lambda _: seen.set() if all(poller.view(j.id) for j in jobs) else None)
         assert seen.wait(120), "the poller never saw every job"
         unsubscribe()
-        ticks, requests, began = poller.ticks, _job_info_requests(cluster3.name), time.monotonic()
+        ticks, requests, began = poller.ticks, _job_info_requests(behind.name), time.monotonic()
         assert sleep_until(lambda: poller.ticks >= ticks + 4, timeout=120)
-        asked, elapsed = _job_info_requests(cluster3.name) - requests, time.monotonic() - began
+        asked, elapsed = _job_info_requests(behind.name) - requests, time.monotonic() - began
         assert 1 <= asked <= poller.ticks - ticks + 1  # one squeue per tick for all 300 (+1: a tick under way)
         assert asked <= elapsed / 2 + 2           # and at most one per poll_interval
         assert all(j.state == "PENDING" and "JobHeld" in (j.reason or "") for j in jobs)
     finally:
-        slurm(cluster3.name, "scancel", "--name", ",".join(f"held-{i}" for i in range(300)), check=False)
+        slurm(behind.name, "scancel", "--name", ",".join(f"held-{i}" for i in range(300)), check=False)
         api.detach_cluster("kind")
 
 
-def test_a_connection_killed_while_a_job_runs_is_replaced_and_the_job_is_followed_to_its_end(cluster3, sshd,
+def test_a_connection_killed_while_a_job_runs_is_replaced_and_the_job_is_followed_to_its_end(behind, sshd,
                                                                                              tmp_path):
     import psutil
 
-    spec = _attach_spec(cluster3, str(tmp_path), ssh={"host": sshd.alias, "config_file": str(sshd.config)})
+    spec = _attach_spec(behind, str(tmp_path), ssh={"host": sshd.alias, "config_file": str(sshd.config)})
     api.attach_cluster(api.parse_spec(spec, "slurm", display_name="drop"))
     try:
         release = tmp_path / "release"
@@ -351,14 +357,14 @@ def test_a_spec_the_attached_cluster_does_not_fit_is_refused_naming_the_partitio
         api.detach_cluster("fits")
 
 
-def test_gtc_cluster_connect_opens_the_connection_every_later_call_reuses(cluster3, sshd, tmp_path):
+def test_gtc_cluster_connect_opens_the_connection_every_later_call_reuses(behind, sshd, tmp_path):
     from tests.test_cli import gtc
 
     before = sshd.logins()
     opened = gtc("cluster", "connect", sshd.alias, "--ssh-config", str(sshd.config))
     assert opened.returncode == 0, opened.stderr
     assert "reuses the connection" in opened.stderr
-    spec = _attach_spec(cluster3, str(tmp_path), ssh={"host": sshd.alias, "config_file": str(sshd.config)})
+    spec = _attach_spec(behind, str(tmp_path), ssh={"host": sshd.alias, "config_file": str(sshd.config)})
     api.attach_cluster(api.parse_spec(spec, "slurm", display_name="mfa"))
     try:
         api.submit_job("mfa", "true").wait(timeout=60)
@@ -382,8 +388,8 @@ def test_a_login_that_asks_for_a_password_is_refused_saying_how_to_connect_once(
         server.stop()
 
 
-def test_a_requeued_job_on_an_attached_cluster_keeps_its_first_attempts_output(cluster3, tmp_path):
-    hpc = api.attach_cluster(api.parse_spec(_attach_spec(cluster3, str(tmp_path)), "slurm", display_name="again"))
+def test_a_requeued_job_on_an_attached_cluster_keeps_its_first_attempts_output(behind, tmp_path):
+    hpc = api.attach_cluster(api.parse_spec(_attach_spec(behind, str(tmp_path)), "slurm", display_name="again"))
     try:
         script = '#!/bin/bash\necho "run ${SLURM_RESTART_COUNT:-0}"\n[ -n "$SLURM_RESTART_COUNT" ] || sleep 300\n'
         job = api.submit_job(hpc.name, script, ["--requeue"]).wait_until_running(timeout=60)

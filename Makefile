@@ -38,6 +38,7 @@ bench: setup
 	$(PY) bench/ssh_host.py
 	$(PY) bench/remote_poll.py
 	$(PY) bench/remote_submit.py
+	$(PY) bench/recovery.py
 
 clean:
 	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

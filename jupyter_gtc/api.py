@@ -179,6 +179,12 @@ def cluster_health(name: str, now: bool = True) -> list[dict[str, Any]]:
     return _clusters().health(name, now)
 
 
+def cluster_events(name: str) -> list[dict[str, Any]]:
+    """What the cluster's supervisor noticed and did, oldest first: time, node, event
+    (detected -> down -> restarted, or gave up), detail."""
+    return _clusters().events(name)
+
+
 def inject_fault(cluster: str, node: str, fault: str, clear: bool = False) -> None:
     """Local clusters only, for testing: make ``node`` fail as ``fault`` would (ecc, xid, slow,
     disk_full, hang: its checks see it; crash: its slurmd and jobs stop at once); ``clear``
@@ -286,7 +292,7 @@ __all__ = [
     "read_spec_file",
     # clusters
     "Cluster", "create_cluster", "attach_cluster", "detach_cluster", "connect_login", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster",
-    "cluster_env", "delete_cluster", "resolve_cluster", "cluster_queue", "cluster_health", "inject_fault",
+    "cluster_env", "delete_cluster", "resolve_cluster", "cluster_queue", "cluster_health", "inject_fault", "cluster_events",
     "Operation", "start_create_cluster", "start_scale_cluster", "start_delete_cluster", "cluster_operations",
     # jobs
     "Job", "ForeignJob", "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "job_tensorboard",

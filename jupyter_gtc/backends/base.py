@@ -152,6 +152,10 @@ class Backend(ABC):
         """Each node's last health-check run (``now``: run them first, within seconds)."""
         raise GtcError(f"the {self.name} backend does not run node health checks yet")
 
+    def events(self, spec: Any, runtime: dict[str, Any]) -> list[dict[str, Any]]:
+        """What the cluster's supervisor noticed and did, oldest first (none by default)."""
+        return []
+
     def inject_fault(self, spec: Any, runtime: dict[str, Any], node: str, fault: str, clear: bool) -> None:
         """Make ``node`` fail as ``fault`` would (or stop it failing: ``clear``), for testing."""
         raise GtcError(f"faults are injected only into local clusters, for testing; {self.name} clusters are real")

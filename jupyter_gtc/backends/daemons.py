@@ -130,9 +130,10 @@ def labels(run_dir: Path) -> list[str]:
     return sorted(p.stem for p in run_dir.glob("*.json")) if run_dir.is_dir() else []
 
 
-def stop(label: str, run_dir: Path, grace: float = 0.0) -> None:
+def stop(label: str, run_dir: Path, grace: float = 0.0, keep_record: bool = False) -> None:
     """Stop ``label`` and everything in its namespace. With ``grace``, the daemon first gets
-    SIGTERM and that many seconds to exit cleanly (slurmctld saves its state then)."""
+    SIGTERM and that many seconds to exit cleanly (slurmctld saves its state then).
+    ``keep_record``: its record stays, saying it is to run (a crash, for the supervisor)."""
     record = _record(label, run_dir)
     if record is not None:
         wrapper, namespaces = record
@@ -147,7 +148,8 @@ def stop(label: str, run_dir: Path, grace: float = 0.0) -> None:
             _wait_gone(wrapper, 10)
         elif not namespaces:
             _kill_tree([wrapper])
-    (run_dir / f"{label}.json").unlink(missing_ok=True)
+    if not keep_record:
+        (run_dir / f"{label}.json").unlink(missing_ok=True)
     _process.reap_exited()
 
 

@@ -51,7 +51,7 @@ from ..slurm.render import (
     render_health_check, render_script_chain, render_slurm_conf, render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
-from . import daemons, hosts, netns, storage
+from . import daemons, hosts, netns, storage, supervisor
 from ..health.checks import FAULTS, NodeHealth
 from .base import Backend, ClusterStatus, NotApplied, Progress, no_progress
 
@@ -221,6 +221,7 @@ class LocalBackend(Backend):
         root = Path(runtime.get("dir") or self.home / "clusters" / spec.name)
         runtime = {**runtime, "dir": str(root)}  # a create killed before it recorded the folder
         run = root / "run"
+        daemons.stop(supervisor.LABEL, run)  # first: the nodes stopping below are no crashes
         if daemons.find("slurmctld", run):
             progress("cancelling jobs")
             self._cancel_all(runtime)
@@ -325,6 +326,10 @@ class LocalBackend(Backend):
             daemons.start(f"slurmd-{name}", argv, run, log, env, prefix=netns.exec_prefix(net, name), hostname=name,
                           hosts_file=hosts_file, **self._node_init(spec, root, name))
         self._wait_node_init(spec, root, net, slots, to_start, progress)
+        if spec.local.supervisor and daemons.find(supervisor.LABEL, run) is None:
+            progress("starting the supervisor")
+            daemons.start(supervisor.LABEL, [sys.executable, "-m", "jupyter_gtc.backends.supervisor", str(self.home),
+                                             spec.name], run, root / "log" / "supervisor.out", env, plain=True)
         if running & set(wanted) and restart_controller:
             # Nodes that stayed up re-read slurm.conf and learn the new node list. scontrol
             # answers once slurmctld has rebuilt its node table, which forgets every node's
@@ -531,7 +536,16 @@ class LocalBackend(Backend):
         except (CommandError, TimeoutError):
             pass  # the namespaces die with their nodes anyway; cancelling first is the polite part
 
-    # -- health -------------------------------------------------------------------
+    # -- health and remediation ---------------------------------------------------
+
+    def restart_node(self, spec: ClusterSpec, runtime: dict[str, Any], node: str) -> None:
+        """Start ``node``'s slurmd again (and whatever else of the cluster is not running),
+        and wait until it has registered."""
+        self._apply(spec, runtime, no_progress, restart_controller=False)
+
+    def events(self, spec: ClusterSpec, runtime: dict[str, Any]) -> list[dict[str, Any]]:
+        return supervisor.read_events(Path(runtime["dir"]))
+
 
     def health(self, spec: ClusterSpec, runtime: dict[str, Any], now: bool) -> list[NodeHealth]:
         """The last run of each node's checks (etc/health_check.sh, every HealthCheckInterval).
@@ -565,9 +579,9 @@ class LocalBackend(Backend):
         root = Path(runtime["dir"])
         if fault == "crash":
             if clear:
-                self._apply(spec, runtime, no_progress, restart_controller=False)  # starts what is not running
-            else:
-                daemons.stop(f"slurmd-{node}", root / "run")
+                self.restart_node(spec, runtime, node)
+            else:  # its record stays: it was to run, as a node that panicked was
+                daemons.stop(f"slurmd-{node}", root / "run", keep_record=True)
             return
         path = root / "faults" / node / fault
         if clear:

@@ -292,6 +292,12 @@ class ClusterService:
             rows.append(row)
         return rows
 
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The supervisor's record: time, node, event (detected, down, restarted, gave up), detail."""
+        record = self.store.get_cluster(name)
+        backend = get_backend(record.backend, self.home)
+        return backend.events(backend.parse_spec(record.spec), record.runtime)
+
     def inject_fault(self, name: str, node: str, fault: str, clear: bool = False) -> None:
         """Make a local cluster's ``node`` fail as ``fault`` (ecc, xid, slow, disk_full, hang,
         crash) would, for testing health checks and recovery; ``clear`` undoes it."""

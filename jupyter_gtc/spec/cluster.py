@@ -176,6 +176,10 @@ class LocalOptions(_Model):
     """Seconds between runs of the node health checks (Slurm's ``HealthCheckInterval``; 0, as
     Slurm's default, runs none). A failed check drains the node with the check as its reason;
     a pass resumes a node only a failed check drained."""
+    supervisor: bool = False
+    """Run the cluster's supervisor (``backends/supervisor.py``): a node whose slurmd crashed
+    is set DOWN within a second, so its ``--requeue`` jobs run again on the other nodes at
+    once, and is restarted (up to 3 times in 10 minutes), each step in ``cluster.events()``."""
 
 
 class ClusterSpec(_Model):

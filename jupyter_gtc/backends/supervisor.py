@@ -1,0 +1,120 @@
+"""A local cluster's supervisor: notices a node that crashed within a second, not Slurm's
+``SlurmdTimeout`` later, and works the first rungs of the remediation ladder on it.
+
+    python -m jupyter_gtc.backends.supervisor HOME CLUSTER     (started with the cluster)
+
+Once a second it looks at every node's slurmd. One whose record says it runs but whose
+process is gone has crashed (``%gtc_fault demo gpu-1 crash``, a kernel panic): the node is
+set DOWN at once with a reason naming it, so slurmctld requeues its ``--requeue`` jobs onto
+the other nodes now (and ends the others NODE_FAIL); then the node is restarted (its slurmd
+started again; ``ReturnToService=2`` takes it back when it registers). After ``RESTARTS``
+restarts within ``WINDOW_S`` it gives up and leaves the node DOWN, saying so. One loop, so
+never two actions on one node at once. Every decision is a line of ``events.jsonl`` in the
+cluster's folder (``api.cluster_events``). It ends with its cluster (deleted, or made anew).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import ClusterNotFound, GtcError
+from ..spec.cluster import parse_cluster_spec
+from . import daemons
+
+LABEL = "supervisor"
+TICK_S = 1.0
+RESTARTS, WINDOW_S = 3, 600.0
+REASON = "gtc-supervisor:"
+
+
+def record_event(root: Path, node: str, event: str, detail: str) -> None:
+    with open(root / "events.jsonl", "a") as f:
+        f.write(json.dumps({"time": time.time(), "node": node, "event": event, "detail": detail}) + "\n")
+
+
+def read_events(root: Path) -> list[dict[str, Any]]:
+    try:
+        lines = (root / "events.jsonl").read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+class Supervisor:
+    def __init__(self, home: Path, cluster: str):
+        from ..state import open_store
+        from .local import LocalBackend
+
+        self.store, self.cluster = open_store(home), cluster
+        self.backend = LocalBackend(home)
+        self.created_at = self.store.get_cluster(cluster).created_at
+        self.restarts: dict[str, list[float]] = {}
+        self.given_up: set[str] = set()
+
+    def run(self) -> None:
+        while self.tick():
+            time.sleep(TICK_S)
+
+    def tick(self) -> bool:
+        """One look at every node; False once the cluster is gone (or is another one now)."""
+        try:
+            record = self.store.get_cluster(self.cluster)
+        except ClusterNotFound:
+            return False
+        if record.created_at != self.created_at:
+            return False
+        if record.state != "RUNNING":  # a create, scale or delete is at work: theirs to do
+            return True
+        spec, runtime = parse_cluster_spec(record.spec), record.runtime
+        root = Path(runtime["dir"])
+        for pool in spec.compute_pools():
+            for node in pool.node_names():
+                if node not in self.given_up and self._crashed(root, node):
+                    self._remediate(spec, runtime, root, node)
+        return True
+
+    @staticmethod
+    def _crashed(root: Path, node: str) -> bool:
+        label = f"slurmd-{node}"
+        return (root / "run" / f"{label}.json").exists() and daemons.find(label, root / "run") is None
+
+    def _remediate(self, spec, runtime: dict[str, Any], root: Path, node: str) -> None:
+        commands = self.backend.commands(runtime)
+        record_event(root, node, "detected", "its slurmd exited")
+        commands.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
+                      f"Reason={REASON} slurmd exited; restarting it"], check=False)
+        record_event(root, node, "down", "set DOWN: slurmctld requeues its --requeue jobs on the other nodes")
+        now = time.time()
+        recent = [t for t in self.restarts.get(node, []) if now - t < WINDOW_S]
+        if len(recent) >= RESTARTS:
+            self.given_up.add(node)
+            commands.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
+                          f"Reason={REASON} gave up after {RESTARTS} restarts in {WINDOW_S:.0f} s"], check=False)
+            record_event(root, node, "gave up", f"{RESTARTS} restarts within {WINDOW_S:.0f} s; it stays DOWN")
+            return
+        self.restarts[node] = [*recent, now]
+        try:
+            self.backend.restart_node(spec, runtime, node)
+        except GtcError as e:
+            record_event(root, node, "restart failed", str(e))
+            return
+        record_event(root, node, "restarted", "its slurmd runs again and has registered")
+
+
+def main(argv: list[str] | None = None) -> int:
+    home, cluster = (argv or sys.argv[1:])[:2]
+    os.environ["GTC_HOME"] = home
+    try:
+        Supervisor(Path(home), cluster).run()
+    except ClusterNotFound:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The supervisor of a real local cluster: a node whose slurmd crashes under a ``--requeue``
+job is set DOWN, the job runs again (its first attempt's output kept), the node is restarted
+and takes jobs again, and every step is in the cluster's events."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_gtc import api
+from tests.conftest import sleep_until, small_gpu_spec
+
+pytestmark = pytest.mark.usefixtures("slurm_available")
+
+
+@pytest.fixture(scope="module")
+def watched(slurm_available):
+    cluster = api.create_cluster(small_gpu_spec("watched", nodes=2, supervisor=True))
+    yield cluster
+    api.delete_cluster(cluster.name)
+
+
+def _node(cluster: str, name: str):
+    return next(n for n in api.get_cluster(cluster).nodes if n.name == name)
+
+
+def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted(watched):
+    script = ('#!/bin/bash\n#SBATCH --requeue\necho "run ${SLURM_RESTART_COUNT:-0} on $SLURMD_NODENAME"\n'
+              '[ -n "${SLURM_RESTART_COUNT:-}" ] || sleep 600\n')
+    job = api.submit_job(watched.name, script).wait_until_running(timeout=60)
+    assert sleep_until(lambda: "run 0" in job.logs(), 60)
+    crashed = job.nodes
+    api.inject_fault(watched.name, crashed, "crash")
+
+    job.wait(timeout=180)
+    assert job.state == "COMPLETED", job.logs()
+    first, marker, second = job.logs().partition("--- jupyter_gtc: attempt 2 (requeued)")
+    assert first.startswith(f"run 0 on {crashed}") and marker and "run 1 on gpu-" in second, job.logs()
+
+    assert sleep_until(lambda: any(e["event"] == "restarted" for e in api.cluster_events(watched.name)), 120)
+    events = [(e["node"], e["event"]) for e in api.cluster_events(watched.name)]
+    assert events == [(crashed, "detected"), (crashed, "down"), (crashed, "restarted")], events
+    assert sleep_until(lambda: _node(watched.name, crashed).ready, 60), _node(watched.name, crashed)
+
+
+def test_a_deleted_cluster_takes_its_supervisor_with_it(slurm_available):
+    import psutil
+
+    cluster = api.create_cluster(small_gpu_spec("brief", nodes=1, supervisor=True))
+
+    def supervisors() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"]
+                and "jupyter_gtc.backends.supervisor" in p.info["cmdline"] and "brief" in p.info["cmdline"]]
+
+    assert supervisors()
+    api.delete_cluster(cluster.name)
+    assert sleep_until(lambda: not supervisors(), 30)

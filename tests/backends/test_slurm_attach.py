@@ -39,28 +39,38 @@ printf '{"loss": "%s", "global_step": "%s", "timestamp": 1}\\n' 0.5 10 > "$CLOUD
 
 
 SHARED = "/cluster/scratch"  # the attached cluster's shared file system, as its nodes and login node see it
+LOGIN_INDEX = 200  # the login node's place on the cluster's network (nodes take 0, 1, ...)
 
 
 @pytest.fixture(scope="module")
 def cluster_behind_login(slurm_available, tmp_path_factory):
-    """A local cluster whose nodes share a filestore at /cluster/scratch, and a login node to
-    it: an sshd that sees that filestore there, in a mount namespace of its own. This process
-    sees an empty folder at /cluster/scratch, so anything read without SSH is not found."""
+    """A local cluster whose nodes are machines of their own (network namespaces, each with its
+    IP) sharing a filestore at /cluster/scratch, and a login node to it: an sshd that is one
+    more machine on the cluster's network, with its own IP, and sees that filestore there in a
+    mount namespace of its own. This process sees an empty folder at /cluster/scratch, so
+    anything read without SSH is not found."""
+    from jupyter_gtc.backends import netns
     from jupyter_gtc.backends.storage import folder
     from tests.conftest import small_gpu_spec
     from tests.hosts.sshd import SSHD, start_sshd
 
     if SSHD is None or os.getuid() != 0:
         pytest.skip("the login node's sshd runs as root, from Debian's openssh-server (make setup installs it)")
-    spec = small_gpu_spec("behind", nodes=2)
+    spec = small_gpu_spec("behind", nodes=2, network="namespaces")
     instance = "projects/p/locations/z/instances/scratch"
     spec["nodePools"][0]["filestores"] = [{"filestore": instance, "mountPath": SHARED}]
     cluster = api.create_cluster(spec)
-    server = start_sshd(tmp_path_factory.mktemp("login"),
-                        mounts={SHARED: folder(Path(cluster.runtime["dir"]), instance)})
-    yield cluster, server
-    server.stop()
-    api.delete_cluster(cluster.name)
+    net = netns.ClusterNet(cluster.runtime["network"]["cluster_id"], cluster.runtime["network"]["subnet"])
+    netns.add_node(net, "login", LOGIN_INDEX)
+    try:
+        server = start_sshd(tmp_path_factory.mktemp("login"), address=net.address(LOGIN_INDEX),
+                            netns_prefix=netns.exec_prefix(net, "login"),
+                            mounts={SHARED: folder(Path(cluster.runtime["dir"]), instance)})
+        yield cluster, server
+        server.stop()
+    finally:
+        netns.remove_node(net, "login")
+        api.delete_cluster(cluster.name)
 
 
 @pytest.fixture(scope="module")
@@ -238,6 +248,8 @@ def test_over_ssh_every_file_of_a_job_is_read_on_the_login_node(cluster_behind_l
                         ssh={"host": login.alias, "config_file": str(login.config)})
     hpc = api.attach_cluster(api.parse_spec(spec, "slurm", display_name="shared"))
     try:
+        # A machine of its own: its sshd listens on an address of the cluster's network only.
+        assert not login.address.startswith("127.") and f"Server listening on {login.address}" in login.log
         assert hpc.runtime["jobs_root"] == f"{SHARED}/jobs"
         job = api.submit_job("shared", CONTRACT_JOB)
         _check_contract_job(job, f"{SHARED}/jobs/shared", env)

@@ -22,6 +22,7 @@ class SSHServer:
     port: int
     process: subprocess.Popen
     alias: str = "gtc-login"
+    address: str = "127.0.0.1"
 
     @property
     def config(self) -> Path:
@@ -41,7 +42,7 @@ class SSHServer:
 
     def host_key_line(self) -> str:
         key = (self.root / "host_ed25519.pub").read_text().split()
-        return f"[127.0.0.1]:{self.port} {key[0]} {key[1]}\n"
+        return f"[{self.address}]:{self.port} {key[0]} {key[1]}\n"
 
     def stop(self) -> None:
         self.process.terminate()
@@ -52,12 +53,14 @@ class SSHServer:
 
 
 def start_sshd(root: Path, user: str = "root", mounts: dict[str, Path] | None = None,
-               password_only: bool = False) -> SSHServer:
+               password_only: bool = False, address: str = "127.0.0.1", netns_prefix: list[str] | None = None
+               ) -> SSHServer:
     """``mounts`` (path -> folder): what the server sees at ``path`` and this process does
     not, as a login node mounts the cluster's shared file system: the server runs in a mount
     namespace of its own, with ``folder`` bind-mounted there. Without SSH, a file under
     ``path`` cannot be read from here. ``password_only``: a login that takes no key, as
-    sites with passwords or a second factor have."""
+    sites with passwords or a second factor have. ``netns_prefix`` (``nsenter --net=...``)
+    runs it in another network namespace, listening on ``address`` there: a machine of its own."""
     root.mkdir(parents=True, exist_ok=True)
     client = root / "client"
     client.mkdir(mode=0o700, exist_ok=True)
@@ -69,7 +72,7 @@ def start_sshd(root: Path, user: str = "root", mounts: dict[str, Path] | None = 
     port = free_ports(1)[0]
     (root / "sshd_config").write_text(f"""\
 Port {port}
-ListenAddress 127.0.0.1
+ListenAddress {address}
 HostKey {root}/host_ed25519
 PidFile {root}/sshd.pid
 AuthorizedKeysFile {root}/authorized_keys
@@ -84,7 +87,7 @@ MaxStartups 100
 LogLevel VERBOSE
 """)
     log = open(root / "sshd.log", "ab")
-    argv = [SSHD, "-D", "-e", "-f", str(root / "sshd_config")]
+    argv = [*(netns_prefix or []), SSHD, "-D", "-e", "-f", str(root / "sshd_config")]
     if mounts:
         # `mount --bind` for each pair, then sshd, in a private mount namespace.
         binds = " && ".join(f'mount --bind "${2 * i + 1}" "${2 * i + 2}"' for i in range(len(mounts)))
@@ -92,10 +95,10 @@ LogLevel VERBOSE
         argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
                 f'{binds} && shift {2 * len(mounts)} && exec "$@"', "sh", *pairs, *argv]
     process = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-    server = SSHServer(root, port, process)
+    server = SSHServer(root, port, process, address=address)
     (client / "config").write_text(f"""\
 Host {server.alias}
-    HostName 127.0.0.1
+    HostName {address}
     Port {port}
     User {user}
     IdentityFile {client}/id_ed25519

@@ -206,7 +206,7 @@ def resolve_cluster(name: str | None = None) -> str:
 
 def submit_job(cluster: str, script: str | Path, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None,
-               python_env: str | Path | bool | None = None) -> Job:
+               python_env: str | Path | bool | None = None, hang_timeout: float | None = None) -> Job:
     """Submit an sbatch script: its text, or a ``Path`` to it. ``options`` are sbatch's
     (``["--nodes=2", "--gpus-per-node=2"]``) and win over the script's ``#SBATCH`` lines. Without
     a job name in either, a script file names the job (``train.sbatch``), as sbatch does; a
@@ -219,7 +219,10 @@ def submit_job(cluster: str, script: str | Path, options: list[str] | None = Non
     first on the job's PATH, with ``VIRTUAL_ENV`` for a venv, so ``python``, ``torchrun`` and the
     like in the job are that environment's; ``"none"`` (or False) leaves sbatch's PATH as it is.
     By default ``$GTC_JOB_PYTHON_ENV`` if set, else this interpreter's environment.
-    ``job.python_env`` says which one a job got."""
+    ``job.python_env`` says which one a job got.
+
+    ``hang_timeout``: seconds without a new line in its log after which the cluster's
+    supervisor (``local.supervisor``) takes the job for hung and requeues it."""
     default_name = "job"
     if isinstance(script, Path):
         try:
@@ -227,7 +230,7 @@ def submit_job(cluster: str, script: str | Path, options: list[str] | None = Non
         except OSError as e:
             raise GtcError(f"cannot read {script}: {e.strerror}") from None
     return _jobs().submit(cluster, script, options, script_args=script_args, env=env, default_name=default_name,
-                          python_env=python_env)
+                          python_env=python_env, hang_timeout=hang_timeout)
 
 
 def get_job(ref: str, cluster: str | None = None) -> Job:

@@ -64,19 +64,22 @@ class GtcMagics(Magics):
     @argument("--python-env", dest="python_env", metavar="PATH|none",
               help="the Python environment first on the job's PATH (a venv or conda folder); 'none' leaves "
                    "sbatch's PATH as it is; default: $GTC_JOB_PYTHON_ENV, else this kernel's environment")
+    @argument("--hang-timeout", dest="hang_timeout", type=float, metavar="SECONDS",
+              help="requeue the job when it writes no log line for this long (the cluster's supervisor does)")
     def sbatch(self, line: str, cell: str):
-        """Submit the cell as an sbatch script. Every option other than --cluster and
-        --python-env goes to sbatch and wins over the script's #SBATCH lines, e.g.
+        """Submit the cell as an sbatch script. Every option other than --cluster,
+        --python-env and --hang-timeout goes to sbatch and wins over the script's #SBATCH lines, e.g.
         ``%%sbatch --nodes 2 --gpus-per-node 2 --job-name pretrain``. The job runs with this
         kernel's Python environment first on its PATH (``python``, ``torchrun`` are the kernel's).
         Shows the job's live panel; ``job = _`` in the next cell gives the ``api.Job``."""
-        # Only --cluster and --python-env are ours; everything else is sbatch's, passed on as a
+        # Only --cluster, --python-env and --hang-timeout are ours; everything else is sbatch's, passed on as a
         # list (never through a shell).
         args, options = self.sbatch.parser.parse_known_args(_split(line, "%%sbatch"))
         with _usage_errors():
             cluster = self._cluster(args.cluster)
-            with _option_named("python_env", "--python-env"):
-                job = api.submit_job(cluster, cell, options, python_env=args.python_env)
+            with _option_named("python_env", "--python-env"), _option_named("hang_timeout", "--hang-timeout"):
+                job = api.submit_job(cluster, cell, options, python_env=args.python_env,
+                                     hang_timeout=args.hang_timeout)
         self.current_cluster = cluster
         return job
 

@@ -8,7 +8,9 @@ process is gone has crashed (``%gtc_fault demo gpu-1 crash``, a kernel panic): t
 set DOWN at once with a reason naming it, so slurmctld requeues its ``--requeue`` jobs onto
 the other nodes now (and ends the others NODE_FAIL); then the node is restarted (its slurmd
 started again; ``ReturnToService=2`` takes it back when it registers). After ``RESTARTS``
-restarts within ``WINDOW_S`` it gives up and leaves the node DOWN, saying so. One loop, so
+restarts within ``WINDOW_S`` it gives up and leaves the node DOWN, saying so. A running job
+submitted with a hang timeout that has written no log line for that long is requeued (hung:
+a stuck collective writes nothing, and Slurm would wait for its time limit). One loop, so
 never two actions on one node at once. Every decision is a line of ``events.jsonl`` in the
 cluster's folder (``api.cluster_events``). It ends with its cluster (deleted, or made anew).
 """
@@ -24,6 +26,7 @@ from typing import Any
 
 from ..exceptions import ClusterNotFound, GtcError
 from ..spec.cluster import parse_cluster_spec
+from ..spec.job import hang_timeout
 from . import daemons
 
 LABEL = "supervisor"
@@ -55,6 +58,7 @@ class Supervisor:
         self.created_at = self.store.get_cluster(cluster).created_at
         self.restarts: dict[str, list[float]] = {}
         self.given_up: set[str] = set()
+        self.requeued: set[tuple[str, int]] = set()  # (job, attempt) already requeued as hung
 
     def run(self) -> None:
         while self.tick():
@@ -76,7 +80,33 @@ class Supervisor:
             for node in pool.node_names():
                 if node not in self.given_up and self._crashed(root, node):
                     self._remediate(spec, runtime, root, node)
+        self._requeue_hung(runtime, root)
         return True
+
+    def _requeue_hung(self, runtime: dict[str, Any], root: Path) -> None:
+        """Requeue each running job that carries a hang timeout (``submit(hang_timeout=)``)
+        and has written no log line for that long: a hung collective, a deadlocked loader."""
+        commands = self.backend.commands(runtime)
+        try:
+            jobs = commands.queue()
+        except GtcError:
+            return  # slurmctld busy or restarting: the next tick looks again
+        now = time.time()
+        for job in jobs:
+            timeout = hang_timeout(job.comment)
+            if job.state != "RUNNING" or timeout is None or not job.log_path or job.start_time is None:
+                continue
+            try:
+                written = os.stat(job.log_path).st_mtime
+            except FileNotFoundError:
+                written = 0.0
+            quiet = now - max(written, job.start_time)
+            if quiet > timeout and (job.job_id, job.restart_count) not in self.requeued:
+                self.requeued.add((job.job_id, job.restart_count))
+                done = commands.run(["scontrol", "requeue", job.job_id], check=False)
+                record_event(root, job.nodes, "hang", f"job {job.job_id} wrote nothing for {quiet:.0f} s (its hang "
+                             f"timeout is {timeout:g} s): " + ("requeued" if done.returncode == 0 else
+                                                               f"requeue refused: {done.stderr.strip()}"))
 
     @staticmethod
     def _crashed(root: Path, node: str) -> bool:

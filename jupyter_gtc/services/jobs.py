@@ -24,7 +24,7 @@ from ..exceptions import (
 from ..hosts import LOCAL, Host
 from ..slurm.parse import FINISHED_STATES
 from ..slurm.sbatch import explain_refusal, gpus_per_node_asked, read_sbatch_options
-from ..spec.job import option, parse_options, safe_name, sbatch_directives
+from ..spec.job import HANG_COMMENT, option, parse_options, safe_name, sbatch_directives
 from ..slurm.commands import SlurmCommands, state_refusal
 from ..state import ClusterRecord, JobRecord, Store
 from .clusters import RUNNING, ClusterService
@@ -404,7 +404,7 @@ class JobService:
     def submit(self, cluster: str, script: str, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None,
                job_dir: Path | None = None, default_name: str = "job",
-               python_env: str | os.PathLike | bool | None = None) -> Job:
+               python_env: str | os.PathLike | bool | None = None, hang_timeout: float | None = None) -> Job:
         """Submit ``script`` to ``cluster``; ``options`` (sbatch's) win over its #SBATCH lines.
         Without a job name in either, the job is named ``default_name`` (a script file's name,
         as sbatch names it). The job runs with ``python_env`` first on its PATH (``job_env``:
@@ -425,6 +425,12 @@ class JobService:
                           read_sbatch_options(words))
         name = option(pairs, "job-name") or default_name
         array = option(pairs, "array")
+        if hang_timeout is not None:
+            if isinstance(hang_timeout, bool) or not isinstance(hang_timeout, (int, float)) or hang_timeout <= 0:
+                raise SpecError("hang_timeout", hang_timeout, "seconds without a new log line, more than 0")
+            if option(pairs, "comment") is not None:
+                raise SpecError("hang_timeout", hang_timeout, "the job's own --comment leaves no room for it; "
+                                                              "drop one of the two")
 
         host = self.poller(cluster, record).host
         job_dir = self._new_job_dir(host, backend.jobs_root(cluster, record.runtime), name, job_dir)
@@ -439,6 +445,8 @@ class JobService:
         extra = [] if option(pairs, "job-name") else [f"--job-name={name}"]
         if option(pairs, "output") is None:
             extra.append(f"--output={job_dir}/slurm-{'%A_%a' if array else '%j'}.out")
+        if hang_timeout is not None:
+            extra.append(f"--comment={HANG_COMMENT}{hang_timeout:g}")  # where the supervisor reads it
         if option(pairs, "open-mode") is None:
             # A requeued job keeps its earlier attempts' output (Slurm would truncate it); each
             # later attempt starts with ATTEMPT_NOTE (the cluster's TaskProlog, or the script's).

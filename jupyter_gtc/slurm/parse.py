@@ -154,6 +154,7 @@ class JobStatus:
     submit_time: float | None = None
     log_path: str = ""           # where the batch script's output goes, as Slurm says (expanded); "" unknown
     work_dir: str = ""           # the folder it runs in (sbatch's --chdir, else where it was submitted)
+    comment: str = ""            # sbatch's --comment (jupyter_gtc keeps a job's hang timeout there)
 
     @property
     def finished(self) -> bool:
@@ -209,6 +210,7 @@ def parse_squeue_json(text: str) -> list[JobStatus]:
             submit_time=_time(j.get("submit_time")),
             log_path=log_path,
             work_dir=j.get("current_working_directory") or "",
+            comment=j.get("comment") or "",
         ))
     return jobs
 

@@ -39,6 +39,21 @@ def sbatch_directives(script: str) -> list[str]:
 # restart count is Slurm's SLURM_RESTART_COUNT, set from the second attempt on).
 ATTEMPT_NOTE = ("--- jupyter_gtc: attempt $((SLURM_RESTART_COUNT + 1)) (requeued); "
                 "the earlier attempts' output is above ---")
+# A job's hang timeout travels in its Slurm comment, where the cluster's supervisor reads it.
+HANG_COMMENT = "gtc-hang-timeout="
+
+
+def hang_timeout(comment: str) -> float | None:
+    """The hang timeout (seconds) a job's comment carries, or None."""
+    for word in comment.split():
+        if word.startswith(HANG_COMMENT):
+            try:
+                return float(word[len(HANG_COMMENT):])
+            except ValueError:
+                return None
+    return None
+
+
 _SHELL = re.compile(r"#!\s*\S*?(?:/env\s+)?\S*?\b(?:ba|da|k|z)?sh\b")
 
 

@@ -37,7 +37,7 @@ def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted
     assert first.startswith(f"run 0 on {crashed}") and marker and "run 1 on gpu-" in second, job.logs()
 
     assert sleep_until(lambda: any(e["event"] == "restarted" for e in api.cluster_events(watched.name)), 120)
-    events = [(e["node"], e["event"]) for e in api.cluster_events(watched.name)]
+    events = [(e["node"], e["event"]) for e in api.cluster_events(watched.name) if e["event"] != "hang"]
     assert events == [(crashed, "detected"), (crashed, "down"), (crashed, "restarted")], events
     assert sleep_until(lambda: _node(watched.name, crashed).ready, 60), _node(watched.name, crashed)
 
@@ -54,3 +54,26 @@ def test_a_deleted_cluster_takes_its_supervisor_with_it(slurm_available):
     assert supervisors()
     api.delete_cluster(cluster.name)
     assert sleep_until(lambda: not supervisors(), 30)
+
+
+def test_a_job_that_writes_nothing_for_its_hang_timeout_is_requeued_and_runs_again(watched):
+    script = ('#!/bin/bash\n#SBATCH --requeue\necho "run ${SLURM_RESTART_COUNT:-0}"\n'
+              '[ -n "${SLURM_RESTART_COUNT:-}" ] || sleep 600\n')  # the first attempt hangs, silent
+    job = api.submit_job(watched.name, script, hang_timeout=3).wait_until_running(timeout=60)
+    job.wait(timeout=180)
+    assert job.state == "COMPLETED" and "run 1" in job.logs(), job.logs()
+    hung = [e for e in api.cluster_events(watched.name) if e["event"] == "hang"]
+    assert len(hung) == 1 and f"job {job.id} wrote nothing" in hung[0]["detail"] and "requeued" in hung[0]["detail"]
+
+
+def test_a_bad_hang_timeout_is_refused_before_anything_is_made(watched):
+    from jupyter_gtc.exceptions import SpecError
+
+    before = len(api.list_jobs(watched.name, foreign=False))
+    for bad in (0, -5, "soon", True):
+        with pytest.raises(SpecError) as refused:
+            api.submit_job(watched.name, "true", hang_timeout=bad)
+        assert refused.value.field == "hang_timeout"
+    with pytest.raises(SpecError, match="own --comment"):
+        api.submit_job(watched.name, "true", ["--comment=mine"], hang_timeout=60)
+    assert len(api.list_jobs(watched.name, foreign=False)) == before

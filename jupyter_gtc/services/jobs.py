@@ -29,6 +29,7 @@ from ..slurm.commands import SlurmCommands, state_refusal
 from ..state import ClusterRecord, JobRecord, Store
 from .clusters import RUNNING, ClusterService
 from ..metrics import progress
+from ..metrics.goodput import Goodput, goodput_of
 from ..metrics.progress import Progress
 from .logs import LogFollower, read_log_range, tail_lines
 from .metrics import JobMetrics, as_table
@@ -199,6 +200,22 @@ class Job:
         tail.refresh()
         log = self.logs(tail=5) if self.log_path is not None else ""
         return progress.from_scalars(tail.all()) or progress.from_log(log)
+
+    def goodput(self, tag: str | None = None) -> Goodput:
+        """Its wall time so far (from submit), the share that made steps that were kept, and
+        where the rest went: startup, restart, recompute, stall, finish (``metrics/goodput.py``).
+        Steps are those of ``tag`` (default ``train/loss``, else the tag with the most points)."""
+        tail = self.metrics_feed
+        tail.refresh()
+        by_tag: dict[str, list[tuple[int, float]]] = {}
+        for s in tail.all():
+            if not s.tag.startswith("progress/"):
+                by_tag.setdefault(s.tag, []).append((s.step, s.wall_time))
+        chosen = tag or ("train/loss" if "train/loss" in by_tag else max(by_tag, key=lambda t: len(by_tag[t]),
+                                                                           default=None))
+        live = self._live
+        return goodput_of(by_tag.get(chosen, []) if chosen else [], self.submitted_at,
+                          live.end_time if live.finished and live.end_time else time.time())
 
     def plot(self, tags: list[str] | None = None):
         """A live plot of the job's scalars (one line per tag) that grows while it trains;

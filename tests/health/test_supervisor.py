@@ -25,13 +25,19 @@ def _node(cluster: str, name: str):
 
 def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted(watched):
     script = ('#!/bin/bash\n#SBATCH --requeue\necho "run ${SLURM_RESTART_COUNT:-0} on $SLURMD_NODENAME"\n'
-              '[ -n "${SLURM_RESTART_COUNT:-}" ] || sleep 600\n')
+              "python -m jupyter_gtc.examples.tiny_regression --steps 40 --step_delay 0.1\n")
     job = api.submit_job(watched.name, script).wait_until_running(timeout=60)
-    assert sleep_until(lambda: "run 0" in job.logs(), 60)
+
+    def steps() -> int:
+        table = job.metrics()
+        rows = table.to_dict("records") if hasattr(table, "to_dict") else [vars(s) for s in table]
+        return sum(1 for r in rows if r["tag"] == "train/loss")
+
+    assert sleep_until(lambda: steps() >= 10, 120), job.logs()
     crashed = job.nodes
     api.inject_fault(watched.name, crashed, "crash")
 
-    job.wait(timeout=180)
+    job.wait(timeout=240)
     assert job.state == "COMPLETED", job.logs()
     first, marker, second = job.logs().partition("--- jupyter_gtc: attempt 2 (requeued)")
     assert first.startswith(f"run 0 on {crashed}") and marker and "run 1 on gpu-" in second, job.logs()
@@ -40,6 +46,13 @@ def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted
     events = [(e["node"], e["event"]) for e in api.cluster_events(watched.name) if e["event"] != "hang"]
     assert events == [(crashed, "detected"), (crashed, "down"), (crashed, "restarted")], events
     assert sleep_until(lambda: _node(watched.name, crashed).ready, 60), _node(watched.name, crashed)
+
+    # Its goodput: the second attempt started again from step 1 (this program keeps no
+    # checkpoint), so what the first did is recompute and the gap between them is restart.
+    g = job.goodput()
+    assert g.attempts == 2 and g.steps == 40
+    assert g.badput_s["recompute"] > 0 and g.badput_s["restart"] > 0 and 0 < g.goodput < 1
+    assert g.productive_s + sum(g.badput_s.values()) == pytest.approx(g.wall_s)
 
 
 def test_a_deleted_cluster_takes_its_supervisor_with_it(slurm_available):
@@ -77,3 +90,4 @@ def test_a_bad_hang_timeout_is_refused_before_anything_is_made(watched):
     with pytest.raises(SpecError, match="own --comment"):
         api.submit_job(watched.name, "true", ["--comment=mine"], hang_timeout=60)
     assert len(api.list_jobs(watched.name, foreign=False)) == before
+

@@ -191,7 +191,8 @@ def _reach(spec: AttachSpec) -> dict[str, Any]:
 def _where(spec: AttachSpec) -> str:
     if spec.ssh is None:
         return "this machine"
-    return (f"{spec.ssh.user}@" if spec.ssh.user else "") + spec.ssh.host + (f":{spec.ssh.port}" if spec.ssh.port else "")
+    user, port = f"{spec.ssh.user}@" if spec.ssh.user else "", f":{spec.ssh.port}" if spec.ssh.port else ""
+    return f"{user}{spec.ssh.host}{port}"
 
 
 def _host_key(runtime: dict[str, Any]) -> tuple:

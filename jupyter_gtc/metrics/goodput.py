@@ -38,9 +38,12 @@ class Goodput:
                 f"steps kept, over {self.attempts} attempt(s)" + (f"; the rest: {parts}" if parts else ""))
 
 
-def goodput_of(points: list[tuple[int, float]], started: float, ended: float) -> Goodput:
+def goodput_of(points: list[tuple[int, float]], started: float, ended: float, restarts: int = 0) -> Goodput:
     """``points``: (step, wall_time) of one step tag, in any order; ``started``: when the job
-    was submitted; ``ended``: when it ended (or now, while it runs)."""
+    was submitted; ``ended``: when it ended (or now, while it runs); ``restarts``: how often
+    Slurm started it again (its restart count), where the steps alone may not show it: an
+    attempt that resumed right after the previous one's last step goes on counting upwards,
+    so the largest gaps are taken for the restarts the steps did not show."""
     wall = max(0.0, ended - started)
     badput = {"startup": 0.0, "restart": 0.0, "recompute": 0.0, "stall": 0.0, "finish": 0.0}
     if not points:
@@ -51,6 +54,13 @@ def goodput_of(points: list[tuple[int, float]], started: float, ended: float) ->
         if step <= attempts[-1][-1][0]:  # the steps went back: a new attempt resumed
             attempts.append([])
         attempts[-1].append((step, at))
+    for _ in range(restarts - (len(attempts) - 1)):
+        gaps_at = [(b[1] - a[1], i, j) for i, run in enumerate(attempts) for j, (a, b) in enumerate(zip(run, run[1:]))]
+        widest = max(gaps_at, default=None)
+        if widest is None:
+            break
+        _, i, j = widest
+        attempts[i:i + 1] = [attempts[i][:j + 1], attempts[i][j + 1:]]
     gaps = [b[1] - a[1] for run in attempts for a, b in zip(run, run[1:])]
     typical = statistics.median(gaps) if gaps else 0.0
     productive = 0.0

@@ -63,6 +63,12 @@ class TrainingMetrics:
                 self.writer.add_scalar(tag, value, step)
         return values
 
+    def flush(self) -> None:
+        """Write what is buffered now: at a checkpoint, so a run killed after it has every step
+        up to it in its metrics (the writer otherwise flushes every 2 minutes)."""
+        if self.writer is not None:
+            self.writer.flush()
+
     def restart_clock(self) -> None:
         """Not counting a checkpoint save or an evaluation as training time."""
         self._last = time.perf_counter()

@@ -144,6 +144,7 @@ def train(config: PretrainConfig) -> dict[str, float]:
                 + (f" mfu {values['perf/mfu']:.1%}" if "perf/mfu" in values else ""), flush=True)
         if step % config.checkpoint_every == 0 or step == config.steps:
             checkpoints.save(step, model, optimizer, {"loss": values["train/loss"]})
+            metrics.flush()
             if config.hold_until:
                 hold_until(Path(config.hold_until), say)
             metrics.restart_clock()

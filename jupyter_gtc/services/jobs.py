@@ -215,7 +215,7 @@ class Job:
                                                                            default=None))
         live = self._live
         return goodput_of(by_tag.get(chosen, []) if chosen else [], self.submitted_at,
-                          live.end_time if live.finished and live.end_time else time.time())
+                          live.end_time if live.finished and live.end_time else time.time(), live.restart_count)
 
     def plot(self, tags: list[str] | None = None):
         """A live plot of the job's scalars (one line per tag) that grows while it trains;

@@ -35,3 +35,13 @@ def test_a_long_pause_within_an_attempt_is_a_stall_not_progress():
 def test_a_job_without_steps_is_all_startup():
     g = goodput_of([], started=5.0, ended=15.0)
     assert (g.productive_s, g.badput_s["startup"], g.goodput) == (0.0, 10.0, 0.0)
+
+
+def test_a_restart_right_after_the_last_step_is_found_from_the_restart_count():
+    # Attempt 1 checkpointed at step 10 and was killed while holding there; attempt 2 went on at 11.
+    points = [(s, float(s)) for s in range(1, 11)] + [(s, 30.0 + s - 11) for s in range(11, 21)]
+    steps_only = goodput_of(points, started=0.0, ended=39.0)
+    assert steps_only.attempts == 1 and steps_only.badput_s["stall"] == 20.0  # what the steps alone say
+    g = goodput_of(points, started=0.0, ended=39.0, restarts=1)
+    assert g.attempts == 2 and g.badput_s["restart"] == 20.0 and g.badput_s["stall"] == 0.0
+    assert g.badput_s["recompute"] == 0.0 and g.productive_s == 18.0

@@ -61,6 +61,10 @@ class SlurmBackend(Backend):
     def create(self, spec: AttachSpec, runtime: dict[str, Any], progress: Progress) -> None:
         runtime.update(_reach(spec))
         host, commands = self.host(runtime), self.commands(runtime)
+        if spec.slurm_conf is not None and host.stat(spec.slurm_conf) is None:
+            # Without it sinfo looks for a config server in DNS and gives up only after 30 s.
+            raise SpecError("slurm_conf", spec.slurm_conf, f"no such file on {_where(spec)}; give the cluster's "
+                                                           f"slurm.conf there, or leave slurm_conf out")
         progress(f"asking Slurm on {_where(spec)}")
         try:
             version = commands.run(["sinfo", "--version"], timeout=30).stdout.strip()

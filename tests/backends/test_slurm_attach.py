@@ -191,9 +191,18 @@ def test_a_login_node_that_does_not_answer_fails_the_attach_and_records_nothing(
     assert "gone" not in [c.name for c in api.list_clusters(with_status=False)]
 
 
-def test_a_cluster_without_slurm_commands_says_what_is_missing(tmp_path):
-    with pytest.raises(GtcError) as refused:
+def test_a_slurm_conf_that_is_not_there_is_named_at_once(tmp_path):
+    with pytest.raises(SpecError) as refused:
         api.attach_cluster({"display_name": "noslurm", "slurm_conf": str(tmp_path / "no-such.conf")})
+    assert refused.value.field == "slurm_conf" and "no such file on this machine" in str(refused.value)
+    assert "noslurm" not in [c.name for c in api.list_clusters(with_status=False)]
+
+
+def test_a_cluster_whose_slurm_does_not_answer_says_what_is_missing(tmp_path):
+    conf = tmp_path / "slurm.conf"  # a cluster whose controller is not there
+    conf.write_text("ClusterName=gone\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\n")
+    with pytest.raises(GtcError) as refused:
+        api.attach_cluster({"display_name": "noslurm", "slurm_conf": str(conf)})
     assert "Slurm did not answer on this machine" in str(refused.value)
     assert "noslurm" not in [c.name for c in api.list_clusters(with_status=False)]
 

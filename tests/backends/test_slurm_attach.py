@@ -84,6 +84,14 @@ def _attach_spec(cluster: api.Cluster, jobs_root: str, **more) -> dict:
             "poll_interval": 1, **more}
 
 
+def _attach_over_login(cluster: api.Cluster, login, name: str, **more) -> api.Cluster:
+    """``cluster`` attached as ``name`` through the login node, jobs under /cluster/scratch,
+    with this interpreter's environment as the cluster's Python."""
+    spec = _attach_spec(cluster, f"{SHARED}/jobs", python=f"{sys.prefix}/bin/python",
+                        ssh={"host": login.alias, "config_file": str(login.config)}, **more)
+    return api.attach_cluster(api.parse_spec(spec, "slurm", display_name=name))
+
+
 def _printed(log: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for line in log.splitlines():
@@ -253,9 +261,7 @@ def test_the_gtc_cluster_magic_attaches_with_backend_slurm_and_sbatch_runs_there
 def test_over_ssh_every_file_of_a_job_is_read_on_the_login_node(cluster_behind_login):
     cluster, login = cluster_behind_login
     env = str(Path(sys.prefix))
-    spec = _attach_spec(cluster, f"{SHARED}/jobs", python=f"{env}/bin/python", setup=["export GTC_SETUP_RAN=yes"],
-                        ssh={"host": login.alias, "config_file": str(login.config)})
-    hpc = api.attach_cluster(api.parse_spec(spec, "slurm", display_name="shared"))
+    hpc = _attach_over_login(cluster, login, "shared", setup=["export GTC_SETUP_RAN=yes"])
     try:
         # A machine of its own: its sshd listens on an address of the cluster's network only.
         assert not login.address.startswith("127.") and f"Server listening on {login.address}" in login.log
@@ -323,9 +329,7 @@ def test_a_study_of_4_trials_runs_as_the_attached_clusters_jobs_its_files_only_t
     from tests.tuning.conftest import short_spec
 
     cluster, login = cluster_behind_login
-    spec = _attach_spec(cluster, f"{SHARED}/jobs", python=f"{sys.prefix}/bin/python",
-                        ssh={"host": login.alias, "config_file": str(login.config)})
-    api.attach_cluster(api.parse_spec(spec, "slurm", display_name="tuned"))
+    _attach_over_login(cluster, login, "tuned")
     try:
         study = api.create_study("tuned", short_spec("{x: {double: [0, 1]}}", trials=4, parallel=2), name="far")
         study.wait(timeout=300)
@@ -346,9 +350,7 @@ def test_the_jobs_notebook_runs_unchanged_on_a_cluster_attached_under_its_name(c
     from nbclient import NotebookClient
 
     cluster, login = cluster_behind_login
-    spec = _attach_spec(cluster, f"{SHARED}/jobs", python=f"{sys.prefix}/bin/python",
-                        ssh={"host": login.alias, "config_file": str(login.config)})
-    api.attach_cluster(api.parse_spec(spec, "slurm", display_name="nbjobs"))
+    _attach_over_login(cluster, login, "nbjobs")
     try:
         notebook = nbformat.read(Path(__file__).parents[2] / "notebooks" / "jobs.ipynb", as_version=4)
         NotebookClient(notebook, timeout=300, kernel_name="python3",
@@ -427,9 +429,7 @@ def test_tensorboard_of_a_job_on_the_login_nodes_side_reads_a_mirror_that_keeps_
     import urllib.request
 
     cluster, login = cluster_behind_login
-    spec = _attach_spec(cluster, f"{SHARED}/jobs", python=f"{sys.prefix}/bin/python",
-                        ssh={"host": login.alias, "config_file": str(login.config)})
-    api.attach_cluster(api.parse_spec(spec, "slurm", display_name="board"))
+    _attach_over_login(cluster, login, "board")
     board = None
     try:
         job = api.submit_job("board", "#!/bin/bash\npython -m jupyter_gtc.examples.tiny_regression --steps 40\n")

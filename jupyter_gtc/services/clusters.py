@@ -24,6 +24,7 @@ from typing import Any
 from .._process import process_alive, this_process
 from ..backends import get_backend
 from ..backends.base import Backend, ClusterStatus, NotApplied, PartitionLayout, Progress, no_progress
+from ..health.checks import FAIL, WARN
 from ..exceptions import ClusterBusy, ClusterNotFound, GtcError, SpecError, SpecErrors
 from ..spec.attach import AttachSpec
 from ..spec.cluster import ClusterSpec, parse_cluster_spec, spec_differences
@@ -286,7 +287,7 @@ class ClusterService:
                                    "reason": (status.reason or "") if status else ""}
             results = report.results if report else ()
             row |= {r.check: r.verdict for r in results}
-            row["evidence"] = "; ".join(f"{r.check}: {r.evidence}" for r in results if r.verdict in ("fail", "warn"))
+            row["evidence"] = "; ".join(f"{r.check}: {r.evidence}" for r in results if r.verdict in (FAIL, WARN))
             row["verdict"] = report.verdict if report else "not checked"
             row["checked_at"] = report.time if report else None
             rows.append(row)

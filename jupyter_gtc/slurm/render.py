@@ -97,6 +97,11 @@ def render_slurm_conf(layout: SlurmLayout) -> str:
         "ReturnToService=2",
         "MailProg=/bin/true",
         "SlurmdTimeout=30",
+        # How long a cancelled or requeued job has between SIGTERM and SIGKILL (default 30 s).
+        # linuxproc does not signal a process still named slurmstepd (kill_tree.c), so a job
+        # cancelled in the instant between a task's fork and its exec misses the SIGTERM and
+        # runs, its node held, until the SIGKILL: then a cancel takes this long.
+        "KillWait=10",
         "SchedulerParameters=bf_interval=1",
         "JobCompType=jobcomp/filetxt",
         f"JobCompLoc={r}/log/jobcomp.txt",

@@ -153,7 +153,8 @@ class Backend(ABC):
         raise GtcError(f"the {self.name} backend does not run node health checks yet")
 
     def events(self, spec: Any, runtime: dict[str, Any]) -> list[dict[str, Any]]:
-        """What the cluster's supervisor noticed and did, oldest first (none by default)."""
+        """What the cluster itself records of its nodes' faults and repairs (a cloud's own
+        operations log), oldest first; our supervisor's decisions are in the state store."""
         return []
 
     def inject_fault(self, spec: Any, runtime: dict[str, Any], node: str, fault: str, clear: bool) -> None:

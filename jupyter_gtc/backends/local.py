@@ -543,9 +543,6 @@ class LocalBackend(Backend):
         and wait until it has registered."""
         self._apply(spec, runtime, no_progress, restart_controller=False)
 
-    def events(self, spec: ClusterSpec, runtime: dict[str, Any]) -> list[dict[str, Any]]:
-        return supervisor.read_events(Path(runtime["dir"]))
-
 
     def health(self, spec: ClusterSpec, runtime: dict[str, Any], now: bool) -> list[NodeHealth]:
         """The last run of each node's checks (etc/health_check.sh, every HealthCheckInterval).

@@ -8,16 +8,18 @@ process is gone has crashed (``%gtc_fault demo gpu-1 crash``, a kernel panic): t
 set DOWN at once with a reason naming it, so slurmctld requeues its ``--requeue`` jobs onto
 the other nodes now (and ends the others NODE_FAIL); then the node is restarted (its slurmd
 started again; ``ReturnToService=2`` takes it back when it registers). After ``RESTARTS``
-restarts within ``WINDOW_S`` it gives up and leaves the node DOWN, saying so. A running job
+restarts within ``WINDOW_S`` it gives up and leaves the node DOWN, saying so, until someone
+starts it again (``%gtc_fault demo gpu-1 crash --clear``). A running job
 submitted with a hang timeout that has written no log line for that long is requeued (hung:
 a stuck collective writes nothing, and Slurm would wait for its time limit). One loop, so
-never two actions on one node at once. Every decision is a line of ``events.jsonl`` in the
-cluster's folder (``api.cluster_events``). It ends with its cluster (deleted, or made anew).
+never two actions on one node at once. Every decision is an event in the state store
+(``api.cluster_events``), and a supervisor started again (its process killed, then the cluster
+applied again) reads them back: the restarts it counts and the nodes it gave up on are its
+predecessor's too. It ends with its cluster (deleted, or made anew).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -35,19 +37,6 @@ RESTARTS, WINDOW_S = 3, 600.0
 REASON = "gtc-supervisor:"
 
 
-def record_event(root: Path, node: str, event: str, detail: str) -> None:
-    with open(root / "events.jsonl", "a") as f:
-        f.write(json.dumps({"time": time.time(), "node": node, "event": event, "detail": detail}) + "\n")
-
-
-def read_events(root: Path) -> list[dict[str, Any]]:
-    try:
-        lines = (root / "events.jsonl").read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in lines if line.strip()]
-
-
 class Supervisor:
     def __init__(self, home: Path, cluster: str):
         from ..state import open_store
@@ -56,8 +45,15 @@ class Supervisor:
         self.store, self.cluster = open_store(home), cluster
         self.backend = LocalBackend(home)
         self.created_at = self.store.get_cluster(cluster).created_at
-        self.restarts: dict[str, list[float]] = {}
+        self.restarts: dict[str, list[float]] = {}  # node -> when it was restarted
         self.given_up: set[str] = set()
+        for e in self.store.events(cluster):  # what an earlier supervisor of this cluster did
+            if e["event"] == "restarted":
+                self.restarts.setdefault(e["node"], []).append(e["time"])
+            if e["event"] == "gave up":
+                self.given_up.add(e["node"])
+            elif e["event"] == "back":
+                self.given_up.discard(e["node"])
         self.requeued: set[tuple[str, int]] = set()  # (job, attempt) already requeued as hung
 
     def run(self) -> None:
@@ -78,12 +74,19 @@ class Supervisor:
         root = Path(runtime["dir"])
         for pool in spec.compute_pools():
             for node in pool.node_names():
-                if node not in self.given_up and self._crashed(root, node):
-                    self._remediate(spec, runtime, root, node)
-        self._requeue_hung(runtime, root)
+                crashed = self._crashed(root, node)
+                if node in self.given_up and not crashed:  # someone started it again by hand
+                    self.given_up.discard(node)
+                    self.record(node, "back", "its slurmd runs again (started by hand): supervised again")
+                elif node not in self.given_up and crashed:
+                    self._remediate(spec, runtime, node)
+        self._requeue_hung(runtime)
         return True
 
-    def _requeue_hung(self, runtime: dict[str, Any], root: Path) -> None:
+    def record(self, node: str, event: str, detail: str) -> None:
+        self.store.add_event(self.cluster, node, event, detail)
+
+    def _requeue_hung(self, runtime: dict[str, Any]) -> None:
         """Requeue each running job that carries a hang timeout (``submit(hang_timeout=)``)
         and has written no log line for that long: a hung collective, a deadlocked loader."""
         commands = self.backend.commands(runtime)
@@ -104,7 +107,7 @@ class Supervisor:
             if quiet > timeout and (job.job_id, job.restart_count) not in self.requeued:
                 self.requeued.add((job.job_id, job.restart_count))
                 done = commands.run(["scontrol", "requeue", job.job_id], check=False)
-                record_event(root, job.nodes, "hang", f"job {job.job_id} wrote nothing for {quiet:.0f} s (its hang "
+                self.record(job.nodes, "hang", f"job {job.job_id} wrote nothing for {quiet:.0f} s (its hang "
                              f"timeout is {timeout:g} s): " + ("requeued" if done.returncode == 0 else
                                                                f"requeue refused: {done.stderr.strip()}"))
 
@@ -113,27 +116,27 @@ class Supervisor:
         label = f"slurmd-{node}"
         return (root / "run" / f"{label}.json").exists() and daemons.find(label, root / "run") is None
 
-    def _remediate(self, spec, runtime: dict[str, Any], root: Path, node: str) -> None:
+    def _remediate(self, spec, runtime: dict[str, Any], node: str) -> None:
         commands = self.backend.commands(runtime)
-        record_event(root, node, "detected", "its slurmd exited")
+        self.record(node, "detected", "its slurmd exited")
         commands.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
                       f"Reason={REASON} slurmd exited; restarting it"], check=False)
-        record_event(root, node, "down", "set DOWN: slurmctld requeues its --requeue jobs on the other nodes")
+        self.record(node, "down", "set DOWN: slurmctld requeues its --requeue jobs on the other nodes")
         now = time.time()
         recent = [t for t in self.restarts.get(node, []) if now - t < WINDOW_S]
         if len(recent) >= RESTARTS:
             self.given_up.add(node)
             commands.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
                           f"Reason={REASON} gave up after {RESTARTS} restarts in {WINDOW_S:.0f} s"], check=False)
-            record_event(root, node, "gave up", f"{RESTARTS} restarts within {WINDOW_S:.0f} s; it stays DOWN")
+            self.record(node, "gave up", f"{RESTARTS} restarts within {WINDOW_S:.0f} s; it stays DOWN")
             return
         self.restarts[node] = [*recent, now]
         try:
             self.backend.restart_node(spec, runtime, node)
         except GtcError as e:
-            record_event(root, node, "restart failed", str(e))
+            self.record(node, "restart failed", str(e))
             return
-        record_event(root, node, "restarted", "its slurmd runs again and has registered")
+        self.record(node, "restarted", "its slurmd runs again and has registered")
 
 
 def main(argv: list[str] | None = None) -> int:

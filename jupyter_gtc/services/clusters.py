@@ -294,10 +294,12 @@ class ClusterService:
         return rows
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        """The supervisor's record: time, node, event (detected, down, restarted, gave up), detail."""
+        """What happened to the cluster's nodes, oldest first: time, node, event (detected, down,
+        restarted, gave up, hang), detail. The supervisor's decisions, and the backend's own."""
         record = self.store.get_cluster(name)
         backend = get_backend(record.backend, self.home)
-        return backend.events(backend.parse_spec(record.spec), record.runtime)
+        own = backend.events(backend.parse_spec(record.spec), record.runtime)
+        return sorted(self.store.events(name) + own, key=lambda e: e["time"])
 
     def inject_fault(self, name: str, node: str, fault: str, clear: bool = False) -> None:
         """Make a local cluster's ``node`` fail as ``fault`` (ecc, xid, slow, disk_full, hang,

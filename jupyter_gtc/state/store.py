@@ -207,11 +207,26 @@ class Store:
         return cur.rowcount > 0
 
     def remove_cluster(self, name: str) -> None:
-        """Forget a cluster and its jobs (a new cluster of that name numbers jobs from 1 again;
+        """Forget a cluster, its jobs and its events (a new cluster of that name numbers jobs from 1 again;
         the jobs' folders stay on disk)."""
         with self._connect() as db:
             db.execute("DELETE FROM jobs WHERE cluster = ?", (name,))
+            db.execute("DELETE FROM cluster_events WHERE cluster = ?", (name,))
             db.execute("DELETE FROM clusters WHERE name = ?", (name,))
+
+    # -- the supervisor's decisions ----------------------------------------------------
+
+    def add_event(self, cluster: str, node: str, event: str, detail: str = "") -> None:
+        with self._connect() as db:
+            db.execute("INSERT INTO cluster_events (cluster, time, node, event, detail) VALUES (?, ?, ?, ?, ?)",
+                       (cluster, time.time(), node, event, detail))
+
+    def events(self, cluster: str) -> list[dict[str, Any]]:
+        """The cluster's events, oldest first: time, node, event, detail."""
+        with self._connect() as db:
+            rows = db.execute("SELECT time, node, event, detail FROM cluster_events WHERE cluster = ? ORDER BY id",
+                              (cluster,)).fetchall()
+        return [dict(r) for r in rows]
 
 
     # -- jobs ------------------------------------------------------------------------

@@ -23,6 +23,13 @@ def _node(cluster: str, name: str):
     return next(n for n in api.get_cluster(cluster).nodes if n.name == name)
 
 
+def _supervisors(cluster: str) -> list:
+    import psutil
+
+    return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"]
+            and "jupyter_gtc.backends.supervisor" in p.info["cmdline"] and cluster in p.info["cmdline"]]
+
+
 def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted(watched):
     script = ('#!/bin/bash\n#SBATCH --requeue\necho "run ${SLURM_RESTART_COUNT:-0} on $SLURMD_NODENAME"\n'
               "python -m jupyter_gtc.examples.tiny_regression --steps 40 --step_delay 0.1\n")
@@ -56,17 +63,10 @@ def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted
 
 
 def test_a_deleted_cluster_takes_its_supervisor_with_it(slurm_available):
-    import psutil
-
     cluster = api.create_cluster(small_gpu_spec("brief", nodes=1, supervisor=True))
-
-    def supervisors() -> list[psutil.Process]:
-        return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"]
-                and "jupyter_gtc.backends.supervisor" in p.info["cmdline"] and "brief" in p.info["cmdline"]]
-
-    assert supervisors()
+    assert _supervisors("brief")
     api.delete_cluster(cluster.name)
-    assert sleep_until(lambda: not supervisors(), 30)
+    assert sleep_until(lambda: not _supervisors("brief"), 30)
 
 
 def test_a_job_that_writes_nothing_for_its_hang_timeout_is_requeued_and_runs_again(watched):
@@ -91,3 +91,39 @@ def test_a_bad_hang_timeout_is_refused_before_anything_is_made(watched):
         api.submit_job(watched.name, "true", ["--comment=mine"], hang_timeout=60)
     assert len(api.list_jobs(watched.name, foreign=False)) == before
 
+
+
+def test_a_supervisor_started_again_goes_on_from_what_the_one_before_did(watched):
+    """Its decisions are in the state store: one started after its predecessor died counts the
+    node's restarts that one did, gives up at the limit, and takes the node back once someone
+    starts it by hand."""
+    import os
+    from pathlib import Path
+
+    from jupyter_gtc.backends.supervisor import RESTARTS, Supervisor
+
+    node = "gpu-1"
+
+    def events() -> list[tuple[str, str]]:
+        return [(e["node"], e["event"]) for e in api.cluster_events(watched.name)]
+
+    while events().count((node, "restarted")) < RESTARTS:  # the first supervisor restarts it
+        done = events().count((node, "restarted"))
+        api.inject_fault(watched.name, node, "crash")
+        assert sleep_until(lambda: events().count((node, "restarted")) > done, 60), events()
+    assert sleep_until(lambda: _node(watched.name, node).ready, 60), _node(watched.name, node)
+    for process in _supervisors(watched.name):
+        process.kill()
+        process.wait(10)
+
+    successor = Supervisor(Path(os.environ["GTC_HOME"]), watched.name)
+    api.inject_fault(watched.name, node, "crash")
+    successor.tick()
+    assert events()[-3:] == [(node, "detected"), (node, "down"), (node, "gave up")], events()
+    assert sleep_until(lambda: "gave up after 3 restarts" in (_node(watched.name, node).reason or ""), 30)
+    successor.tick()  # a node it gave up on stays as it is
+    assert events()[-1] == (node, "gave up")
+
+    api.inject_fault(watched.name, node, "crash", clear=True)  # by hand; starts a supervisor again too
+    assert sleep_until(lambda: events()[-1] == (node, "back"), 60), events()
+    assert _supervisors(watched.name) and _node(watched.name, node).ready

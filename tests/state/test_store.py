@@ -31,9 +31,14 @@ def test_add_get_update_remove(tmp_path):
     record = store.get_cluster("a")
     assert (record.state, record.runtime, record.spec) == ("RUNNING", {"dir": "/x", "port": 7}, {"display_name": "a"})
     assert record.updated_at >= record.created_at > 0
+    store.add_event("a", "gpu-1", "detected", "its slurmd exited")
+    store.add_event("a", "gpu-1", "down")
+    assert [(e["node"], e["event"], e["detail"]) for e in store.events("a")] == [
+        ("gpu-1", "detected", "its slurmd exited"), ("gpu-1", "down", "")]
     store.remove_cluster("a")
     with pytest.raises(ClusterNotFound):
         store.get_cluster("a")
+    assert store.events("a") == []  # a new cluster of that name starts with none
 
 
 def test_an_expected_update_happens_only_while_the_record_is_as_read(tmp_path):

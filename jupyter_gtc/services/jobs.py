@@ -88,6 +88,12 @@ class Job:
         return self._live.finished
 
     @property
+    def attempts(self) -> int:
+        """How many times it has started: 1, and one more for each requeue (a node failure, a
+        hang, ``requeue()``); each attempt's output is in its one log."""
+        return self._live.restart_count + 1
+
+    @property
     def elapsed(self) -> float | None:
         """Seconds it has run (so far, or in all once finished); None before it starts."""
         live = self._live
@@ -258,7 +264,8 @@ class Job:
                 "exit_code": live.exit_code, "nodes": live.nodes, "elapsed": self.elapsed, "user": self.user,
                 "job_dir": None if self.job_dir is None else str(self.job_dir), "tasks": live.tasks,
                 "submitted_at": self.submitted_at, "reason": live.reason, "managed": self.managed,
-                "finished": live.finished, "log_path": None if log_path is None else str(log_path)}
+                "finished": live.finished, "log_path": None if log_path is None else str(log_path),
+                "attempts": live.restart_count + 1}
 
     def __repr__(self) -> str:
         code = f", exit_code={self.exit_code}" if self.exit_code is not None else ""

@@ -40,6 +40,10 @@ class JobPanel(w.VBox):
         self.elapsed_label = w.Label()
         self.nodes_label = w.Label()
         self.exit_code_label = w.Label()
+        # Shown once the job was requeued (a node failed, it hung): its attempt; and once a job
+        # that reported steps has finished, the share of its wall time that made steps it kept.
+        self.attempt_label = w.Label()
+        self.goodput_label = w.Label()
         self.cancel_button = w.Button(description="Cancel", icon="stop", button_style="danger",
                                       tooltip="scancel this job", layout=w.Layout(width="auto"))
         self.warning_html = w.HTML(layout=_hidden())
@@ -49,9 +53,12 @@ class JobPanel(w.VBox):
         self.progress_label = w.Label()
         # The live plot appears here once the job has written its first scalars.
         self.plot_box = w.VBox(layout=_hidden())
+        self._attempt_field = _field("attempt", self.attempt_label, hidden=True)
+        self._goodput_field = _field("goodput", self.goodput_label, hidden=True)
         fields = w.HBox([_field("state", self.state_label), _field("elapsed", self.elapsed_label),
                          _field("nodes", self.nodes_label), _field("exit code", self.exit_code_label),
-                         self.cancel_button], layout=w.Layout(align_items="center", flex_flow="row wrap"))
+                         self._attempt_field, self._goodput_field, self.cancel_button],
+                        layout=w.Layout(align_items="center", flex_flow="row wrap"))
         self._progress_row = w.HBox([self.progress_bar, self.progress_label],
                                     layout=w.Layout(align_items="center", display="none"))
         super().__init__([self.title_html, fields, self._progress_row, self.warning_html, self.plot_box,
@@ -127,6 +134,15 @@ class JobPanel(w.VBox):
         self.elapsed_label.value = _duration(job.elapsed)
         self.nodes_label.value = job.nodes or "-"
         self.exit_code_label.value = "-" if job.exit_code is None else str(job.exit_code)
+        if job.attempts > 1:
+            self.attempt_label.value = str(job.attempts)
+            self._attempt_field.layout.display = ""
+        if job.finished and job.managed and not self.goodput_label.value:  # once: it no longer changes
+            g = job.goodput()
+            if g.steps:
+                self.goodput_label.value = f"{g.goodput:.0%}"
+                self.goodput_label.tooltip = g.describe()
+                self._goodput_field.layout.display = ""
 
     def _show_metrics(self, job: api.Job) -> None:
         metrics = job.metrics_feed
@@ -185,9 +201,9 @@ def _hidden() -> w.Layout:
     return w.Layout(display="none")
 
 
-def _field(name: str, value: w.Widget) -> w.HBox:
+def _field(name: str, value: w.Widget, hidden: bool = False) -> w.HBox:
     return w.HBox([w.HTML(f"<span style='color:#57606a; padding-right:0.4em'>{name}</span>"), value],
-                  layout=w.Layout(align_items="center", margin="0 1.5em 0 0"))
+                  layout=w.Layout(align_items="center", margin="0 1.5em 0 0", display="none" if hidden else None))
 
 
 def _duration(seconds: float | None) -> str:

@@ -182,6 +182,8 @@ export interface IJob {
   finished: boolean;
   /** Its batch script's output; null where Slurm does not say (a job of others' that had ended). */
   log_path: string | null;
+  /** How many times it has started: 1, and one more for each requeue (its log keeps each). */
+  attempts: number;
 }
 
 /** A trial of a study (`TrialView.to_json()` in `services/tuning/trials.py`). */

@@ -459,6 +459,14 @@ const JobItem = React.memo(function JobItem(props: {
               {job.nodes}
             </span>
           )}
+          {job.attempts > 1 && (
+            <span
+              className="jp-gtc-Chip jp-gtc-Job-attempts"
+              title={`Requeued ${job.attempts - 1} time(s): a node failed, it hung or it was requeued; the log keeps every attempt`}
+            >
+              attempt {job.attempts}
+            </span>
+          )}
         </div>
         <JobActions job={job} commands={props.commands} />
       </div>

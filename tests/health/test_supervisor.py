@@ -61,6 +61,13 @@ def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted
     assert g.badput_s["recompute"] > 0 and g.badput_s["restart"] > 0 and 0 < g.goodput < 1
     assert g.productive_s + sum(g.badput_s.values()) == pytest.approx(g.wall_s)
 
+    from jupyter_gtc.widgets import JobPanel
+
+    panel = JobPanel(job)  # what the notebook shows of it
+    assert panel.attempt_label.value == "2" and panel._attempt_field.layout.display == ""
+    assert panel.goodput_label.value == f"{g.goodput:.0%}" and "over 2 attempt(s)" in panel.goodput_label.tooltip
+    assert job.to_json()["attempts"] == 2  # the sidebar's chip
+
 
 def test_a_deleted_cluster_takes_its_supervisor_with_it(slurm_available):
     cluster = api.create_cluster(small_gpu_spec("brief", nodes=1, supervisor=True))

@@ -154,3 +154,6 @@ def test_panel_grows_a_live_plot_and_a_progress_bar_from_the_jobs_scalars(cluste
     assert plot.point_count["train/loss"] == 200 and "progress/total_steps" not in plot.point_count
     assert panel.progress_bar.value == 1.0 and panel.progress_label.value.startswith("200/200 steps (100%)")
     assert any(0 < f < 1 for f in fractions), fractions  # it moved while the job trained
+    # Once finished: the share of its time that made steps; no attempt field, never requeued.
+    assert panel.goodput_label.value.endswith("%") and "200 steps kept, over 1 attempt(s)" in panel.goodput_label.tooltip
+    assert panel._attempt_field.layout.display == "none"

@@ -7,6 +7,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# Two workers (pytest-xdist): most tests wait on Slurm, not on the CPU; one file's tests stay
+# on one worker (conftest.py). TEST_WORKERS=0 runs them in this one process.
+TEST_WORKERS ?= 2
 
 .PHONY: setup system demo test bench clean
 
@@ -25,7 +28,7 @@ demo: setup
 	bash examples/demo.sh
 
 test: setup
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) bench/cluster_bringup.py

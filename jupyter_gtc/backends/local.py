@@ -183,10 +183,9 @@ class LocalBackend(Backend):
         runtime["munge_socket_dir"] = str(_munge_socket_dir(root))
         runtime["node_slots"] = {}
         if spec.local.network == "namespaces":
-            net = netns.ClusterNet(_cluster_id(root), netns.free_subnet())
+            net = netns.create_network(_cluster_id(root))
             runtime["network"] = {"cluster_id": net.cluster_id, "subnet": net.subnet}
-            progress(f"creating bridge {net.bridge} ({net.gateway}/24)")
-            netns.create_bridge(net)
+            progress(f"created bridge {net.bridge} ({net.gateway}/24)")
         _write_munge_key(root)
         self._apply(spec, runtime, progress, restart_controller=False)
 

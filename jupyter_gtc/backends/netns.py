@@ -12,8 +12,10 @@ free on this machine; every address lives on interfaces this module made.
 
 from __future__ import annotations
 
+import fcntl
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import _process
 
@@ -43,6 +45,21 @@ class ClusterNet:
         if not 0 <= index < 240:
             raise ValueError(f"node index {index} out of range for a /24 subnet")
         return f"{SUBNET_PREFIX}.{self.subnet}.{10 + index}"
+
+
+LOCK = Path("/run/jupyter_gtc/subnets.lock")
+
+
+def create_network(cluster_id: str) -> ClusterNet:
+    """The cluster's bridge, on the lowest free subnet. Chosen and made under a lock: two
+    clusters created at once (two notebooks, two test workers) would otherwise both see the
+    same subnet free and route one address range to two bridges."""
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        net = ClusterNet(cluster_id, free_subnet())
+        create_bridge(net)
+    return net
 
 
 def free_subnet() -> int:

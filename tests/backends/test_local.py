@@ -90,9 +90,10 @@ def test_a_second_cluster_with_the_same_name_is_refused_and_the_first_is_untouch
 
 def test_scale_up_and_down_keeps_a_job_on_a_surviving_node(cluster3):
     job = submit_sleep("three", "gpu-0")
+    conf = api.cluster_env("three")["SLURM_CONF"]
     # RUNNING in Slurm comes a moment before the batch script has started its sleep.
-    wait_for(lambda: _job_processes("sleep 300"), what="the job's sleep to start")
-    pids_before = _job_processes("sleep 300")
+    wait_for(lambda: _job_processes(conf, "sleep 300"), what="the job's sleep to start")
+    pids_before = _job_processes(conf, "sleep 300")
 
     cluster = api.scale_cluster("three", "gpu", 4)
     assert [n.name for n in cluster.nodes] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
@@ -104,7 +105,7 @@ def test_scale_up_and_down_keeps_a_job_on_a_surviving_node(cluster3):
     cluster = api.scale_cluster("three", "gpu", 2)
     assert [n.name for n in cluster.nodes] == ["gpu-0", "gpu-1"]
     assert job_state("three", job) == "RUNNING"
-    assert _job_processes("sleep 300") == pids_before  # the same processes, never restarted
+    assert _job_processes(conf, "sleep 300") == pids_before  # the same processes, never restarted
     assert api.get_cluster("three").spec.pool("gpu").node_count == 2
 
     api.scale_cluster("three", "gpu", 3)
@@ -140,17 +141,18 @@ def test_two_clusters_run_side_by_side_and_delete_leaves_nothing(cluster3):
     assert out.split() == ["0", "0"]
 
     submit_sleep("side", "gpu-1", seconds=302)
+    conf = api.cluster_env("side")["SLURM_CONF"]
     root = Path(runtime["dir"])
     daemons = _cluster_processes(root)
     assert len(daemons) >= 4  # munged, slurmctld, 2 x slurmd (each with its wrapper and tini)
-    wait_for(lambda: _job_processes("sleep 302"), what="the job's sleep to start")
-    job_pids = _job_processes("sleep 302")
+    wait_for(lambda: _job_processes(conf, "sleep 302"), what="the job's sleep to start")
+    job_pids = _job_processes(conf, "sleep 302")
     ports = [runtime["controller_port"], *runtime["node_ports"].values()]
 
     api.delete_cluster("side")
 
     assert not [p for p in daemons + job_pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
-    assert not _job_processes("sleep 302")
+    assert not _job_processes(conf, "sleep 302")
     assert not [port for port in ports if _port_in_use(port)]
     assert not root.exists()
     with pytest.raises(ClusterNotFound):
@@ -207,9 +209,13 @@ def _step_report(cluster: str, step: subprocess.CompletedProcess) -> str:
     return "\n".join([f"rc={step.returncode} stdout={step.stdout!r}", f"stderr={step.stderr}", *tails])
 
 
-def _job_processes(cmdline: str) -> list[int]:
-    return sorted(p.pid for p in psutil.process_iter(["cmdline", "status"])
-                  if " ".join(p.info["cmdline"] or []) == cmdline and p.info["status"] != "zombie")
+def _job_processes(conf: str, cmdline: str) -> list[int]:
+    """The processes running ``cmdline`` in jobs of the cluster whose slurm.conf is ``conf``
+    (other tests and sessions on this machine run sleeps too; a job inherits its submitter's
+    SLURM_CONF)."""
+    return sorted(p.pid for p in psutil.process_iter(["cmdline", "status", "environ"])
+                  if " ".join(p.info["cmdline"] or []) == cmdline and p.info["status"] != "zombie"
+                  and (p.info["environ"] or {}).get("SLURM_CONF") == conf)
 
 
 def _port_in_use(port: int) -> bool:

@@ -24,10 +24,14 @@ def _node(cluster: str, name: str):
 
 
 def _supervisors(cluster: str) -> list:
+    """The supervisor processes of this session's ``cluster`` (another session on this machine
+    may have a cluster of that name too: its GTC_HOME differs)."""
+    import os
+
     import psutil
 
-    return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"]
-            and "jupyter_gtc.backends.supervisor" in p.info["cmdline"] and cluster in p.info["cmdline"]]
+    argv = ["-m", "jupyter_gtc.backends.supervisor", os.environ["GTC_HOME"], cluster]
+    return [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[-4:] == argv]
 
 
 def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted(watched):

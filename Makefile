@@ -28,7 +28,7 @@ demo: setup
 	bash examples/demo.sh
 
 test: setup
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) bench/cluster_bringup.py

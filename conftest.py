@@ -11,6 +11,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 
 def pytest_configure(config):
     config._gtc_home = tempfile.mkdtemp(prefix="gtc-test-")
@@ -29,38 +31,47 @@ def pytest_unconfigure(config):
     shutil.rmtree(home, ignore_errors=True)
 
 
+def _recipe_chain() -> list[str]:
+    """The recipe notebooks, in the order they hand their models on."""
+    from jupyter_gtc.recipes.catalogue import RECIPES
+
+    return list(dict.fromkeys(f"notebooks/recipes/{r.notebook}" for r in RECIPES.values()))
+
+
 def pytest_collection_modifyitems(session, config, items):
     """The recipe notebooks hand their models on (pretraining -> continued pretraining ->
     SFT -> RL): run them in the catalogue's order, not the alphabet's, keeping each
-    notebook's cells in order.
-
-    ``make test`` runs two workers (pytest-xdist, ``--dist loadgroup``): most tests wait on
-    Slurm, not on the CPU. A file's tests share module fixtures (a cluster) and run in order,
-    so each file is one group, given whole to one worker; the recipe notebooks are one group,
-    their chain on one worker's GTC_HOME (and so are the files of ``AS_THE_TEST_USER``)."""
-    import pytest
-
-    from jupyter_gtc.recipes.catalogue import RECIPES
-
-    order = list(dict.fromkeys(r.notebook for r in RECIPES.values()))
-
-    def in_chain(item) -> bool:
-        return item.path.parent.name == "recipes" and item.path.name in order
+    notebook's cells in order; and first, for the two workers below."""
+    chain = _recipe_chain()
 
     def rank(item) -> int:
-        return order.index(item.path.name) if in_chain(item) else -1  # everything else first, as collected
+        path = item.nodeid.split("::")[0]
+        return chain.index(path) if path in chain else len(chain)  # everything else as collected
 
     items.sort(key=rank)
-    for item in items:
-        if in_chain(item):
-            group = "recipe-notebooks"
-        elif item.path.name in AS_THE_TEST_USER:
-            group = "as-the-test-user"
-        else:
-            group = str(item.path.relative_to(config.rootpath))
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 # Files whose tests run as tests/non_root.py's one test user and then check that it has no
 # process left: two at once would see each other's.
-AS_THE_TEST_USER = {"test_non_root.py", "test_non_root_lab.py"}
+AS_THE_TEST_USER = {"tests/backends/test_non_root.py", "tests/browser/test_non_root_lab.py"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``make test`` runs two workers (pytest-xdist): most tests wait on Slurm, not on the CPU.
+    A file's tests share module fixtures (a cluster) and run in order, so each file is given
+    whole to one worker; so are the recipe notebooks' chain (on one worker's GTC_HOME; first,
+    being the longest: a worker that took it last would run it alone at the end) and the files
+    of ``AS_THE_TEST_USER``. (xdist's own ``--dist loadgroup`` renames test ids, which pytest 9
+    no longer lets it do.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    chain = set(_recipe_chain())
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::")[0]
+            if path in chain:
+                return "recipe-notebooks"
+            return "as-the-test-user" if path in AS_THE_TEST_USER else path
+
+    return ByGroup(config, log)

@@ -1,7 +1,8 @@
-"""Recovery from a crashed node: seconds from the crash to the node set DOWN and to the
+"""Recovery from a node fault, a crash (its slurmd and jobs gone) or a partition (its link down,
+its processes running on): seconds from the fault to the node set DOWN and to the
 ``--requeue`` job running again on the other node, with the cluster's supervisor and without
 it (Slurm's own detection: ``SlurmdTimeout=30``, as the local backend sets it; Slurm's default
-is 300 s). Two local clusters of 2 nodes, measured in turn in the same run.
+is 300 s). Two local clusters of 2 namespace-mode nodes (root), measured in turn in one run.
 
     .venv/bin/python bench/recovery.py [--rounds 2]
 """
@@ -28,7 +29,7 @@ def spec(name: str, supervisor: bool) -> dict:
             "node_pools": [{"id": "gpu", "machine_spec": {"machine_type": "a3-highgpu-8g"},
                             "scaling_spec": {"min_node_count": 2, "max_node_count": 2}}],
             "orchestrator_spec": {"slurm_spec": {"partitions": [{"id": "gpu", "node_pool_ids": ["gpu"]}]}},
-            "local": {"resource_scale": 0.125, "supervisor": supervisor}}
+            "local": {"resource_scale": 0.125, "supervisor": supervisor, "network": "namespaces"}}
 
 
 def wait(condition, timeout: float = 600) -> float:
@@ -40,19 +41,19 @@ def wait(condition, timeout: float = 600) -> float:
     return time.monotonic()
 
 
-def one_crash(api, cluster: str) -> tuple[float, float]:
-    """(seconds to the node DOWN, seconds to the job running again) after a crash."""
+def one_fault(api, cluster: str, fault: str) -> tuple[float, float]:
+    """(seconds to the node DOWN, seconds to the job running again) after ``fault``."""
     job = api.submit_job(cluster, SCRIPT).wait_until_running(timeout=120)
     wait(lambda: "run 0" in job.logs())
     node = job.nodes
-    crashed = time.monotonic()
-    api.inject_fault(cluster, node, "crash")
+    began = time.monotonic()
+    api.inject_fault(cluster, node, fault)
     down = wait(lambda: any(n.name == node and n.state == "DOWN" for n in api.get_cluster(cluster).nodes))
     again = wait(lambda: "run 1" in job.logs())
     job.wait(timeout=120)
-    api.inject_fault(cluster, node, "crash", clear=True)  # the next round starts with both nodes up
+    api.inject_fault(cluster, node, fault, clear=True)  # the next round starts with both nodes up
     wait(lambda: all(n.ready for n in api.get_cluster(cluster).nodes))
-    return down - crashed, again - crashed
+    return down - began, again - began
 
 
 def main() -> int:
@@ -62,23 +63,27 @@ def main() -> int:
     home = os.environ["GTC_HOME"] = tempfile.mkdtemp(prefix="gtc-bench-")
     from jupyter_gtc import api
 
+    faults = ("crash", "partition")
     rows = {}
     try:
         for name, supervised in (("slurmonly", False), ("supervised", True)):
             api.create_cluster(spec(name, supervised))
-            rows[name] = [one_crash(api, name) for _ in range(args.rounds)]
+            for fault in faults:
+                rows[name, fault] = [one_fault(api, name, fault) for _ in range(args.rounds)]
             api.delete_cluster(name)
     finally:
         for c in api.list_clusters(with_status=False):
             api.delete_cluster(c.name)
         shutil.rmtree(home, ignore_errors=True)
 
-    base = statistics.median(r[1] for r in rows["slurmonly"])
-    print(f"a node crashed under a --requeue job, {args.rounds} rounds each (medians)")
-    print(f"{'detection':<42} {'to DOWN s':>9} {'job again s':>11} {'x Slurm':>7}")
-    for name, label in (("slurmonly", "Slurm alone (SlurmdTimeout=30)"), ("supervised", "with the supervisor")):
-        down, again = statistics.median(r[0] for r in rows[name]), statistics.median(r[1] for r in rows[name])
-        print(f"{label:<42} {down:>9.1f} {again:>11.1f} {again / base:>7.2f}")
+    print(f"a node fault under a --requeue job, {args.rounds} rounds each (medians)")
+    print(f"{'fault':<10} {'detection':<32} {'to DOWN s':>9} {'job again s':>11} {'x Slurm':>7}")
+    for fault in faults:
+        base = statistics.median(r[1] for r in rows["slurmonly", fault])
+        for name, label in (("slurmonly", "Slurm alone (SlurmdTimeout=30)"), ("supervised", "with the supervisor")):
+            measured = rows[name, fault]
+            down, again = statistics.median(r[0] for r in measured), statistics.median(r[1] for r in measured)
+            print(f"{fault:<10} {label:<32} {down:>9.1f} {again:>11.1f} {again / base:>7.2f}")
     return 0
 
 

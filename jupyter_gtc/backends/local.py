@@ -566,13 +566,22 @@ class LocalBackend(Backend):
     def inject_fault(self, spec: ClusterSpec, runtime: dict[str, Any], node: str, fault: str, clear: bool) -> None:
         """A fault file in the node's fault folder, which its checks read (``FAULTS``); ``crash``
         stops the node's slurmd and every job process on it at once, as a kernel panic would
-        (``clear`` starts it again: the restart a supervisor does)."""
+        (``clear`` starts it again: the restart a supervisor does); ``partition`` takes the
+        node's network link down (namespace-mode nodes only: the others share this machine's)."""
         names = _node_names(spec)
         if node not in names:
             raise SpecError("node", node, f"nodes of {spec.name}: {', '.join(names)}")
-        if fault not in (*FAULTS, "crash"):
-            raise SpecError("fault", fault, f"one of: {', '.join((*FAULTS, 'crash'))}")
+        if fault not in (*FAULTS, *BACKEND_FAULTS):
+            raise SpecError("fault", fault, f"one of: {', '.join((*FAULTS, *BACKEND_FAULTS))}")
         root = Path(runtime["dir"])
+        if fault == "partition":
+            net = _net(runtime)
+            if net is None:
+                raise SpecError("fault", fault, f"a partition cuts a node's own network link, and only nodes of "
+                                                f"`local: {{network: namespaces}}` have one; {spec.name}'s share "
+                                                f"this machine's")
+            netns.set_link(net, runtime["node_slots"][node], up=clear)
+            return
         if fault == "crash":
             if clear:
                 self.restart_node(spec, runtime, node)
@@ -585,6 +594,20 @@ class LocalBackend(Backend):
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{fault} injected by gtc fault at {time.strftime('%H:%M:%S')}\n")
+
+    def node_answers(self, runtime: dict[str, Any], node: str, timeout: float = 1.0) -> bool:
+        """Whether ``node`` can be reached at its slurmd's address: false for a node cut off by
+        a partition, though its processes run on. A refused connection is an answer (the node
+        is there; its slurmd is starting or ending), only silence is not."""
+        net = _net(runtime)
+        addr = net.address(runtime["node_slots"][node]) if net else "127.0.0.1"
+        try:
+            socket.create_connection((addr, runtime["node_ports"][node]), timeout=timeout).close()
+        except ConnectionRefusedError:
+            return True
+        except OSError:  # timed out, no route to host
+            return False
+        return True
 
     def commands(self, runtime: dict[str, Any], timeout: float = 30) -> SlurmCommands:
         return SlurmCommands(self.client_env(runtime), timeout=timeout,
@@ -605,6 +628,9 @@ def _stop_node(root: Path, net: netns.ClusterNet | None, slots: dict[str, int], 
     slots.pop(name, None)
     shutil.rmtree(root / "spool" / name, ignore_errors=True)
     shutil.rmtree(root / "gpus" / name, ignore_errors=True)
+
+
+BACKEND_FAULTS = ("crash", "partition")  # made by the backend, not read by the checks (FAULTS)
 
 
 def _net(runtime: dict[str, Any]) -> netns.ClusterNet | None:

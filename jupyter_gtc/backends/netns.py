@@ -88,6 +88,12 @@ def add_node(net: ClusterNet, node: str, index: int) -> None:
     _ip("-n", ns, "link", "set", "lo", "up")
 
 
+def set_link(net: ClusterNet, index: int, up: bool) -> None:
+    """Take a node's link down (its network partitioned off: nothing reaches it, it reaches
+    nothing) or up again; its processes run on either way."""
+    _ip("link", "set", net.veth(index), "up" if up else "down")
+
+
 def remove_node(net: ClusterNet, node: str) -> None:
     """Delete the node's namespace (its veth pair goes with it). Idempotent."""
     if node_exists(net, node):

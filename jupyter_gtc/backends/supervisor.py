@@ -15,7 +15,9 @@ a stuck collective writes nothing, and Slurm would wait for its time limit). One
 never two actions on one node at once. Every decision is an event in the state store
 (``api.cluster_events``), and a supervisor started again (its process killed, then the cluster
 applied again) reads them back: the restarts it counts and the nodes it gave up on are its
-predecessor's too. It ends with its cluster (deleted, or made anew).
+predecessor's too. A node that runs but does not answer (``%gtc_fault demo gpu-1 partition``:
+its link down) is set DOWN after ``SILENT_TICKS`` seconds and resumed once it answers again.
+It ends with its cluster (deleted, or made anew).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from . import daemons
 
 LABEL = "supervisor"
 TICK_S = 1.0
+SILENT_TICKS = 3  # a node whose slurmd runs but does not answer for this many ticks is cut off
 RESTARTS, WINDOW_S = 3, 600.0
 REASON = "gtc-supervisor:"
 
@@ -47,6 +50,8 @@ class Supervisor:
         self.created_at = self.store.get_cluster(cluster).created_at
         self.restarts: dict[str, list[float]] = {}  # node -> when it was restarted
         self.given_up: set[str] = set()
+        self.cut_off: set[str] = set()  # set DOWN as unreachable: resumed once they answer again
+        self.silent: dict[str, int] = {}  # node -> ticks in a row it has not answered
         for e in self.store.events(cluster):  # what an earlier supervisor of this cluster did
             if e["event"] == "restarted":
                 self.restarts.setdefault(e["node"], []).append(e["time"])
@@ -54,6 +59,9 @@ class Supervisor:
                 self.given_up.add(e["node"])
             elif e["event"] == "back":
                 self.given_up.discard(e["node"])
+                self.cut_off.discard(e["node"])
+            elif e["event"] == "unreachable":
+                self.cut_off.add(e["node"])
         self.requeued: set[tuple[str, int]] = set()  # (job, attempt) already requeued as hung
 
     def run(self) -> None:
@@ -80,6 +88,8 @@ class Supervisor:
                     self.record(node, "back", "its slurmd runs again (started by hand): supervised again")
                 elif node not in self.given_up and crashed:
                     self._remediate(spec, runtime, node)
+                elif not crashed:
+                    self._check_answers(runtime, node)
         self._requeue_hung(runtime)
         return True
 
@@ -110,6 +120,29 @@ class Supervisor:
                 self.record(job.nodes, "hang", f"job {job.job_id} wrote nothing for {quiet:.0f} s (its hang "
                              f"timeout is {timeout:g} s): " + ("requeued" if done.returncode == 0 else
                                                                f"requeue refused: {done.stderr.strip()}"))
+
+    def _check_answers(self, runtime: dict[str, Any], node: str) -> None:
+        """A node whose slurmd runs but does not answer (a partition: a switch port, a cable)
+        is set DOWN after ``SILENT_TICKS``, so its jobs run again elsewhere now, not after
+        ``SlurmdTimeout``; restarting it would not help. Once it answers again it is resumed,
+        if it is still DOWN for our reason (never a node an admin took out meanwhile)."""
+        commands = self.backend.commands(runtime)
+        if self.backend.node_answers(runtime, node):
+            self.silent.pop(node, None)
+            if node in self.cut_off:
+                self.cut_off.discard(node)
+                status = next((n for n in commands.nodes() if n.name == node), None)
+                if status is not None and (status.reason or "").startswith(REASON):
+                    commands.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False)
+                self.record(node, "back", "it answers again: resumed")
+            return
+        self.silent[node] = self.silent.get(node, 0) + 1
+        if self.silent[node] == SILENT_TICKS and node not in self.cut_off:
+            self.cut_off.add(node)
+            self.record(node, "unreachable", f"its slurmd runs but has not answered for {SILENT_TICKS} s")
+            commands.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
+                          f"Reason={REASON} unreachable; resumed once it answers"], check=False)
+            self.record(node, "down", "set DOWN: slurmctld requeues its --requeue jobs on the other nodes")
 
     @staticmethod
     def _crashed(root: Path, node: str) -> bool:

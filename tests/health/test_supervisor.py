@@ -8,6 +8,7 @@ import pytest
 
 from jupyter_gtc import api
 from tests.conftest import sleep_until, small_gpu_spec
+from tests.non_root import needs_root
 
 pytestmark = pytest.mark.usefixtures("slurm_available")
 
@@ -138,3 +139,41 @@ def test_a_supervisor_started_again_goes_on_from_what_the_one_before_did(watched
     api.inject_fault(watched.name, node, "crash", clear=True)  # by hand; starts a supervisor again too
     assert sleep_until(lambda: events()[-1] == (node, "back"), 60), events()
     assert _supervisors(watched.name) and _node(watched.name, node).ready
+
+
+@needs_root
+def test_a_node_cut_off_is_set_down_its_job_runs_again_elsewhere_and_it_is_resumed(slurm_available):
+    """A partition (the node's link down): its slurmd runs on but nothing reaches it. Within
+    seconds it is set DOWN and its --requeue job runs on the other node; once it answers again
+    it is resumed."""
+    cluster = api.create_cluster(small_gpu_spec("cutoff", nodes=2, supervisor=True, network="namespaces"))
+    try:
+        script = ('#!/bin/bash\n#SBATCH --requeue\necho "run ${SLURM_RESTART_COUNT:-0} on $SLURMD_NODENAME"\n'
+                  '[ -n "${SLURM_RESTART_COUNT:-}" ] || sleep 600\n')  # the first attempt runs on
+        job = api.submit_job(cluster.name, script).wait_until_running(timeout=60)
+        cut = job.nodes
+        other = next(n.name for n in cluster.nodes if n.name != cut)
+        api.inject_fault(cluster.name, cut, "partition")
+        job.wait(timeout=180)
+        assert job.state == "COMPLETED" and job.attempts == 2, job.logs()
+        first, marker, second = job.logs().partition("--- jupyter_gtc: attempt 2 (requeued)")
+        assert first.startswith(f"run 0 on {cut}") and marker and f"run 1 on {other}" in second, job.logs()
+
+        def events() -> list[tuple[str, str]]:
+            return [(e["node"], e["event"]) for e in api.cluster_events(cluster.name)]
+
+        assert events() == [(cut, "unreachable"), (cut, "down")], events()
+        assert "unreachable" in (_node(cluster.name, cut).reason or "")
+        api.inject_fault(cluster.name, cut, "partition", clear=True)
+        assert sleep_until(lambda: events()[-1:] == [(cut, "back")], 60), events()
+        assert sleep_until(lambda: _node(cluster.name, cut).ready, 60), _node(cluster.name, cut)
+    finally:
+        api.delete_cluster(cluster.name)
+
+
+def test_a_partition_needs_nodes_with_their_own_network(watched):
+    from jupyter_gtc.exceptions import SpecError
+
+    with pytest.raises(SpecError) as refused:
+        api.inject_fault(watched.name, "gpu-0", "partition")
+    assert refused.value.field == "fault" and "network: namespaces" in str(refused.value)

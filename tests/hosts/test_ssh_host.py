@@ -31,32 +31,32 @@ def test_a_remote_failure_is_the_commands_own(ssh_host):
     assert "no such partition" in str(failed.value) and not isinstance(failed.value, HostUnreachable)
 
 
-def test_an_unknown_host_key_is_refused_and_the_error_says_how_to_accept_it(sshd, tmp_path):
+def test_an_unknown_host_key_is_refused_and_the_error_says_how_to_accept_it(sshd, tmp_path, control_dir):
     config = tmp_path / "config"
     config.write_text(sshd.config.read_text().replace(str(sshd.known_hosts), str(tmp_path / "empty_known_hosts")))
-    host = SSHHost(sshd.alias, config_file=config, control_dir=tmp_path / "ctl")
+    host = SSHHost(sshd.alias, config_file=config, control_dir=control_dir)
     with pytest.raises(HostKeyRefused) as refused:
         host.run(["touch", str(tmp_path / "ran")])
     assert "not in your known_hosts" in str(refused.value) and f"ssh {sshd.alias}" in str(refused.value)
     assert not (tmp_path / "ran").exists()
 
 
-def test_a_changed_host_key_is_refused(sshd, tmp_path):
+def test_a_changed_host_key_is_refused(sshd, tmp_path, control_dir):
     other = "AAAAC3NzaC1lZDI1NTE5AAAAIBfr6sgZgvB/3YAq7A8Dmgsx5QwH2Xbl6Dq0RQiD0ZtT"  # some other ed25519 key
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{sshd.port} ssh-ed25519 {other}\n")
     config = tmp_path / "config"
     config.write_text(sshd.config.read_text().replace(str(sshd.known_hosts), str(known)))
-    host = SSHHost(sshd.alias, config_file=config, control_dir=tmp_path / "ctl")
+    host = SSHHost(sshd.alias, config_file=config, control_dir=control_dir)
     with pytest.raises(HostKeyRefused) as refused:
         host.run(["true"])
     assert "not the one your known_hosts holds" in str(refused.value) and "ssh-keygen -R" in str(refused.value)
 
 
-def test_a_host_that_does_not_answer_is_unreachable_not_a_crash(tmp_path):
+def test_a_host_that_does_not_answer_is_unreachable_not_a_crash(control_dir):
     from jupyter_gtc._ports import free_ports
 
-    host = SSHHost("127.0.0.1", port=free_ports(1)[0], control_dir=tmp_path / "ctl", connect_timeout=5)
+    host = SSHHost("127.0.0.1", port=free_ports(1)[0], control_dir=control_dir, connect_timeout=5)
     with pytest.raises(HostUnreachable) as unreachable:
         host.run(["true"])
     assert "cannot reach 127.0.0.1 over SSH" in str(unreachable.value)

@@ -145,8 +145,8 @@ def _parser() -> argparse.ArgumentParser:
     fault = cv.add_parser("fault", help="local clusters, for testing: inject a fault into a node")
     fault.add_argument("name")
     fault.add_argument("node")
-    fault.add_argument("fault", help="ecc, xid, slow, disk_full, hang (its checks see it) or crash (its slurmd stops)")
-    fault.add_argument("--clear", action="store_true", help="take the fault away again (crash: start its slurmd again)")
+    fault.add_argument("fault", help="ecc, xid, slow, disk_full, hang (its checks see it), crash (its slurmd stops) or partition (its link goes down; namespace-mode nodes)")
+    fault.add_argument("--clear", action="store_true", help="take the fault away again (crash: start its slurmd again; partition: its link up)")
     fault.set_defaults(func=_fault)
 
     job = verbs.add_parser("job", help="submit, list, follow and cancel jobs")

@@ -149,8 +149,8 @@ class GtcMagics(Magics):
     @magic_arguments()
     @argument("cluster")
     @argument("node")
-    @argument("fault", help="ecc, xid, slow, disk_full, hang (its checks see it) or crash (its slurmd stops)")
-    @argument("--clear", action="store_true", help="take the fault away again (crash: start its slurmd again)")
+    @argument("fault", help="ecc, xid, slow, disk_full, hang (its checks see it), crash (its slurmd stops) or partition (its link goes down; namespace-mode nodes)")
+    @argument("--clear", action="store_true", help="take the fault away again (crash: start its slurmd again; partition: its link up)")
     def gtc_fault(self, line: str):
         """Local clusters only, for testing: inject a fault into a node, e.g.
         ``%gtc_fault demo gpu-1 ecc``; ``--clear`` takes it away."""

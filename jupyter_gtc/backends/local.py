@@ -509,16 +509,16 @@ class LocalBackend(Backend):
             if dead:
                 raise ClusterStartError(f"slurmd of {dead[0]} exited:\n" + _tail(root / "log" / f"slurmd-{dead[0]}.log"))
             last = [n for n in commands.nodes() if n.name in wanted]
-            return len(last) == len(wanted) and all(n.ready and _registered(n) for n in last)
+            return len(last) == len(wanted) and all(_up(n) for n in last)
 
         def not_ready() -> ClusterStartError:
-            bad = ([n for n in last if not (n.ready and _registered(n))]
+            bad = ([n for n in last if not _up(n)]
                    or [n for n in wanted if n not in {x.name for x in last}])
             lines = []
             for n in bad[:3]:
                 name = getattr(n, "name", n)
                 state = "missing" if not hasattr(n, "state") else (
-                    f"{n.display_state} ({n.reason})" if not n.ready else
+                    f"{n.display_state} ({n.reason})" if _registered(n) or not n.ready else
                     f"{n.display_state}, but its slurmd has not registered with slurmctld yet")
                 lines.append(f"{name}: {state}\n{_tail(root / 'log' / f'slurmd-{name}.log')}")
             return ClusterStartError(f"nodes not ready after {READY_TIMEOUT:.0f} s:\n" + "\n".join(lines))
@@ -775,6 +775,14 @@ def _wait_for(check, timeout: float, error) -> None:
             raise error()
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
+
+
+def _up(node: NodeStatus) -> bool:
+    """Started as a create, scale or restart needs: registered and answering. A drained node is
+    up (an admin or a health check took it out of scheduling; its slurmd runs), so a drain on
+    one node never makes a change of others, or a restart of a crashed one, fail."""
+    return _registered(node) and (node.ready or (node.state in {"IDLE", "MIXED", "ALLOCATED", "COMPLETING"}
+                                                  and "DRAIN" in node.flags and "NOT_RESPONDING" not in node.flags))
 
 
 def _registered(node: NodeStatus) -> bool:

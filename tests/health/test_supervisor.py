@@ -105,6 +105,22 @@ def test_a_bad_hang_timeout_is_refused_before_anything_is_made(watched):
 
 
 
+def test_a_node_an_admin_drained_stays_drained_and_does_not_stop_a_restart_of_another(watched):
+    from tests.conftest import slurm
+
+    slurm(watched.name, "scontrol", "update", "NodeName=gpu-0", "State=DRAIN", "Reason=admin: new cables")
+    try:
+        done = len(api.cluster_events(watched.name))
+        api.inject_fault(watched.name, "gpu-1", "crash")
+        assert sleep_until(lambda: [e["event"] for e in api.cluster_events(watched.name)[done:]]
+                           == ["detected", "down", "restarted"], 90), api.cluster_events(watched.name)[done:]
+        assert sleep_until(lambda: _node(watched.name, "gpu-1").ready, 60), _node(watched.name, "gpu-1")
+        drained = _node(watched.name, "gpu-0")
+        assert "DRAIN" in drained.flags and drained.reason.startswith("admin: new cables")  # never resumed by us
+    finally:
+        slurm(watched.name, "scontrol", "update", "NodeName=gpu-0", "State=RESUME")
+
+
 def test_a_supervisor_started_again_goes_on_from_what_the_one_before_did(watched):
     """Its decisions are in the state store: one started after its predecessor died counts the
     node's restarts that one did, gives up at the limit, and takes the node back once someone

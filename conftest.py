@@ -11,8 +11,6 @@ import os
 import shutil
 import tempfile
 
-import pytest
-
 
 def pytest_configure(config):
     config._gtc_home = tempfile.mkdtemp(prefix="gtc-test-")

@@ -45,7 +45,7 @@ from .. import _process
 from .._ports import free_ports
 from ..exceptions import BackendUnavailable, ClusterBusy, ClusterStartError, CommandError, SpecError, SpecErrors
 from ..slurm.commands import SlurmCommands
-from ..slurm.parse import NodeStatus
+from ..slurm.parse import READY_STATES, NodeStatus
 from ..slurm.render import (
     UNSAFE_IN_CONF, NodeDecl, PartitionDecl, SlurmLayout, render_gres_conf, render_job_submit_lua,
     render_health_check, render_script_chain, render_slurm_conf, render_task_prolog,
@@ -781,8 +781,8 @@ def _up(node: NodeStatus) -> bool:
     """Started as a create, scale or restart needs: registered and answering. A drained node is
     up (an admin or a health check took it out of scheduling; its slurmd runs), so a drain on
     one node never makes a change of others, or a restart of a crashed one, fail."""
-    return _registered(node) and (node.ready or (node.state in {"IDLE", "MIXED", "ALLOCATED", "COMPLETING"}
-                                                  and "DRAIN" in node.flags and "NOT_RESPONDING" not in node.flags))
+    return _registered(node) and (node.ready or (node.state in READY_STATES and "DRAIN" in node.flags
+                                                  and "NOT_RESPONDING" not in node.flags))
 
 
 def _registered(node: NodeStatus) -> bool:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ClusterNotFound, GtcError
+from ..slurm.commands import SlurmCommands
 from ..spec.cluster import parse_cluster_spec
 from ..spec.job import hang_timeout
 from . import daemons
@@ -79,7 +80,7 @@ class Supervisor:
         if record.state != "RUNNING":  # a create, scale or delete is at work: theirs to do
             return True
         spec, runtime = parse_cluster_spec(record.spec), record.runtime
-        root = Path(runtime["dir"])
+        root, commands = Path(runtime["dir"]), self.backend.commands(runtime)
         for pool in spec.compute_pools():
             for node in pool.node_names():
                 crashed = self._crashed(root, node)
@@ -87,19 +88,18 @@ class Supervisor:
                     self.given_up.discard(node)
                     self.record(node, "back", "its slurmd runs again (started by hand): supervised again")
                 elif node not in self.given_up and crashed:
-                    self._remediate(spec, runtime, node)
+                    self._remediate(spec, runtime, commands, node)
                 elif not crashed:
-                    self._check_answers(runtime, node)
-        self._requeue_hung(runtime)
+                    self._check_answers(runtime, commands, node)
+        self._requeue_hung(commands)
         return True
 
     def record(self, node: str, event: str, detail: str) -> None:
         self.store.add_event(self.cluster, node, event, detail)
 
-    def _requeue_hung(self, runtime: dict[str, Any]) -> None:
+    def _requeue_hung(self, commands: SlurmCommands) -> None:
         """Requeue each running job that carries a hang timeout (``submit(hang_timeout=)``)
         and has written no log line for that long: a hung collective, a deadlocked loader."""
-        commands = self.backend.commands(runtime)
         try:
             jobs = commands.queue()
         except GtcError:
@@ -121,12 +121,11 @@ class Supervisor:
                              f"timeout is {timeout:g} s): " + ("requeued" if done.returncode == 0 else
                                                                f"requeue refused: {done.stderr.strip()}"))
 
-    def _check_answers(self, runtime: dict[str, Any], node: str) -> None:
+    def _check_answers(self, runtime: dict[str, Any], commands: SlurmCommands, node: str) -> None:
         """A node whose slurmd runs but does not answer (a partition: a switch port, a cable)
         is set DOWN after ``SILENT_TICKS``, so its jobs run again elsewhere now, not after
         ``SlurmdTimeout``; restarting it would not help. Once it answers again it is resumed,
         if it is still DOWN for our reason (never a node an admin took out meanwhile)."""
-        commands = self.backend.commands(runtime)
         if self.backend.node_answers(runtime, node):
             self.silent.pop(node, None)
             if node in self.cut_off:
@@ -140,28 +139,28 @@ class Supervisor:
         if self.silent[node] == SILENT_TICKS and node not in self.cut_off:
             self.cut_off.add(node)
             self.record(node, "unreachable", f"its slurmd runs but has not answered for {SILENT_TICKS} s")
-            commands.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
-                          f"Reason={REASON} unreachable; resumed once it answers"], check=False)
-            self.record(node, "down", "set DOWN: slurmctld requeues its --requeue jobs on the other nodes")
+            self._set_down(commands, node, "unreachable; resumed once it answers")
 
     @staticmethod
     def _crashed(root: Path, node: str) -> bool:
         label = f"slurmd-{node}"
         return (root / "run" / f"{label}.json").exists() and daemons.find(label, root / "run") is None
 
-    def _remediate(self, spec, runtime: dict[str, Any], node: str) -> None:
-        commands = self.backend.commands(runtime)
+    def _set_down(self, commands: SlurmCommands, node: str, why: str, event: str = "down",
+                  detail: str = "set DOWN: slurmctld requeues its --requeue jobs on the other nodes") -> None:
+        """``scontrol update State=DOWN`` with our reason (``REASON`` and ``why``), and its event."""
+        commands.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", f"Reason={REASON} {why}"], check=False)
+        self.record(node, event, detail)
+
+    def _remediate(self, spec, runtime: dict[str, Any], commands: SlurmCommands, node: str) -> None:
         self.record(node, "detected", "its slurmd exited")
-        commands.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
-                      f"Reason={REASON} slurmd exited; restarting it"], check=False)
-        self.record(node, "down", "set DOWN: slurmctld requeues its --requeue jobs on the other nodes")
+        self._set_down(commands, node, "slurmd exited; restarting it")
         now = time.time()
         recent = [t for t in self.restarts.get(node, []) if now - t < WINDOW_S]
         if len(recent) >= RESTARTS:
             self.given_up.add(node)
-            commands.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
-                          f"Reason={REASON} gave up after {RESTARTS} restarts in {WINDOW_S:.0f} s"], check=False)
-            self.record(node, "gave up", f"{RESTARTS} restarts within {WINDOW_S:.0f} s; it stays DOWN")
+            self._set_down(commands, node, f"gave up after {RESTARTS} restarts in {WINDOW_S:.0f} s", "gave up",
+                           f"{RESTARTS} restarts within {WINDOW_S:.0f} s; it stays DOWN")
             return
         self.restarts[node] = [*recent, now]
         try:

@@ -265,7 +265,7 @@ class Job:
                 "job_dir": None if self.job_dir is None else str(self.job_dir), "tasks": live.tasks,
                 "submitted_at": self.submitted_at, "reason": live.reason, "managed": self.managed,
                 "finished": live.finished, "log_path": None if log_path is None else str(log_path),
-                "attempts": live.restart_count + 1}
+                "attempts": self.attempts}
 
     def __repr__(self) -> str:
         code = f", exit_code={self.exit_code}" if self.exit_code is not None else ""

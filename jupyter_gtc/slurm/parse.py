@@ -35,6 +35,9 @@ def parse_key_values(line: str) -> dict[str, str]:
     return out
 
 
+READY_STATES = frozenset({"IDLE", "MIXED", "ALLOCATED", "COMPLETING"})  # a node's base states that take jobs
+
+
 @dataclass(frozen=True)
 class NodeStatus:
     """A node as Slurm sees it."""
@@ -56,7 +59,7 @@ class NodeStatus:
     @property
     def ready(self) -> bool:
         """Up and able to take jobs (running some already is fine)."""
-        return self.state in {"IDLE", "MIXED", "ALLOCATED", "COMPLETING"} and not (
+        return self.state in READY_STATES and not (
             {"DRAIN", "NOT_RESPONDING", "POWERED_DOWN", "FAIL"} & set(self.flags))
 
     @property

@@ -207,8 +207,8 @@ class Store:
         return cur.rowcount > 0
 
     def remove_cluster(self, name: str) -> None:
-        """Forget a cluster, its jobs and its events (a new cluster of that name numbers jobs from 1 again;
-        the jobs' folders stay on disk)."""
+        """Forget a cluster, its jobs and its events (a new cluster of that name numbers jobs
+        from 1 again; the jobs' folders stay on disk)."""
         with self._connect() as db:
             db.execute("DELETE FROM jobs WHERE cluster = ?", (name,))
             db.execute("DELETE FROM cluster_events WHERE cluster = ?", (name,))

@@ -158,3 +158,11 @@ def process_alive(who: Mapping[str, object]) -> bool:
         return abs(psutil.Process(pid).create_time() - float(who["started"])) < 1.0
     except (psutil.Error, KeyError, TypeError, ValueError):
         return False
+
+
+def replace_with(argv: Sequence[str], env: Mapping[str, str]) -> None:
+    """Run ``argv`` in place of this process (``exec``: same PID, so Slurm signals and
+    accounts the program itself); never returns. ``argv[0]`` is looked up on ``env``'s PATH."""
+    argv = [str(a) for a in argv]
+    log.debug("exec %s", argv)
+    os.execvpe(argv[0], argv, dict(env))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends.base import Progress, no_progress
-from .exceptions import ClusterNotFound, GtcError
+from .exceptions import AmbiguousCluster, ClusterNotFound, GtcError
 from .recipes.catalogue import RECIPES, Recipe, get_recipe  # pure: no torch
 from .services import recipes as _recipes
 from .services.clusters import Cluster, ClusterService
@@ -201,7 +201,7 @@ def resolve_cluster(name: str | None = None) -> str:
         return names[0]
     if not names:
         raise ClusterNotFound(None)
-    raise GtcError(f"several clusters exist ({', '.join(names)}); name one with --cluster")
+    raise AmbiguousCluster(names)
 
 
 def submit_job(cluster: str, script: str | Path, options: list[str] | None = None, *,
@@ -399,3 +399,55 @@ def recipe_output(ref: str, cluster: str | None = None) -> Path:
 
 
 __all__ += ["Recipe", "get_recipe", "list_recipes", "run_recipe", "recipe_output"]
+
+
+# -- Vertex AI: the local endpoint ---------------------------------------------------
+
+
+VERTEX_TOKEN_VARIABLE = "GTC_VERTEX_TOKEN"  # how an endpoint's process gets its token (never argv)
+
+
+def vertex_jobs(cluster: str):
+    """Vertex AI's CustomJobs served from ``cluster``'s jobs (``services/vertex.py``): create,
+    get, list, cancel, delete, with the SDK's own types. Imports them (seconds): the local
+    Vertex endpoint calls this, nothing at ``%load_ext``."""
+    from .services.vertex import VertexJobs
+
+    return VertexJobs(_jobs(), cluster)
+
+
+def start_vertex_endpoint(cluster: str, port: int | None = None):
+    """A local Vertex endpoint for ``cluster`` (``gtc vertex serve`` in a child of this
+    process, ending with it), or the one running already; its ``api_endpoint`` is what
+    ``aiplatform.init`` takes."""
+    from .services import vertex_local
+
+    return vertex_local.start(_clusters().home, cluster, port)
+
+
+def find_vertex_endpoint(port: int | None = None, cluster: str | None = None):
+    """A running local Vertex endpoint of this GTC_HOME (on ``port``, for ``cluster``, or the
+    only one), or None."""
+    from .services import vertex_local
+
+    return vertex_local.find(_clusters().home, port, cluster)
+
+
+def record_vertex_endpoint(cluster: str, host: str, port: int, token: str):
+    """For the endpoint's own process, once it listens: (its ``LocalEndpoint``, the file that
+    records it for its user alone)."""
+    from ._process import this_process
+    from .services import vertex_local
+
+    endpoint = vertex_local.LocalEndpoint(cluster, host, port, token, this_process())
+    return endpoint, vertex_local.write_endpoint_file(_clusters().home, endpoint)
+
+
+def vertex_request_log() -> Path:
+    """Where the local Vertex endpoints of this GTC_HOME log each request (no tokens)."""
+    folder = _clusters().home / "vertex"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "requests.log"
+
+
+__all__ += ["vertex_jobs", "start_vertex_endpoint", "find_vertex_endpoint", "VERTEX_TOKEN_VARIABLE"]

@@ -191,6 +191,16 @@ def _parser() -> argparse.ArgumentParser:
     _add_study_verbs(verbs)
     _add_recipe_verbs(verbs)
 
+    vertex = verbs.add_parser("vertex", help="Vertex AI: a local endpoint the official SDK runs against")
+    xv = vertex.add_subparsers(title="vertex commands", metavar="VERB")
+    serve = xv.add_parser("serve", help="serve Vertex AI's REST API (CustomJobs) here, running its jobs on a "
+                                        "cluster, until Ctrl-C")
+    serve.add_argument("--cluster", help="where its jobs run (default: the only cluster)")
+    serve.add_argument("--port", type=int, default=8480)
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on; any but loopback needs your own token in $GTC_VERTEX_TOKEN")
+    serve.set_defaults(func=_vertex_serve)
+
     doctor = verbs.add_parser("doctor", help="what is installed or missing, and how to fix it")
     doctor.set_defaults(func=_doctor)
     return p
@@ -417,6 +427,23 @@ def _job_tensorboard(args) -> None:
             time.sleep(1)
     finally:
         board.stop()
+
+
+def _vertex_serve(args) -> None:
+    from .vertex_endpoint.server import serve
+
+    cluster = api.resolve_cluster(args.cluster)
+
+    def ready(endpoint, record) -> None:
+        print(f"Vertex AI endpoint for cluster {cluster} at http://{endpoint.host}:{endpoint.port}/ (Ctrl-C stops it)\n"
+              f"Its URL with the token is in {record}, readable by you only. Point the SDK at it with:\n"
+              f"  from jupyter_gtc import api\n"
+              f"  aiplatform.init(project=\"local-project\", location=\"us-central1\", api_transport=\"rest\",\n"
+              f"                  api_endpoint=api.find_vertex_endpoint({endpoint.port}).api_endpoint,\n"
+              f"                  credentials=google.auth.credentials.AnonymousCredentials())\n"
+              f"or, in a notebook, %gtc_vertex_local --port {endpoint.port}", flush=True)
+
+    serve(cluster, args.port, args.host, ready=ready)
 
 
 def _job_cancel(args) -> None:

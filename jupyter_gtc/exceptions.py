@@ -1,24 +1,58 @@
 """Every error jupyter_gtc raises, each carrying the data a front end needs to explain it.
 
-Front ends translate these: a magic raises ``UsageError``, a REST route answers 4xx with
-``{kind, message}``, the CLI prints one line and exits non-zero.
+Front ends translate these: a magic raises ``UsageError``, the CLI prints one line and exits
+non-zero, a REST route of the server extension answers ``http_status`` with ``{kind, message}``,
+and the local Vertex endpoint answers as Google's APIs do, ``google_error()``. Both statuses
+are the class's: one table, here, for every front end.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+# The HTTP code Google's APIs answer with each canonical status (google.rpc.Code's mapping).
+GOOGLE_HTTP_CODES = {
+    "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "OUT_OF_RANGE": 400, "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403, "NOT_FOUND": 404, "ALREADY_EXISTS": 409, "ABORTED": 409,
+    "RESOURCE_EXHAUSTED": 429, "CANCELLED": 499, "INTERNAL": 500, "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504,
+}
+
 
 class GtcError(Exception):
-    """Base of all jupyter_gtc errors. ``kind`` names the class for JSON answers."""
+    """Base of all jupyter_gtc errors. ``kind`` names the class for JSON answers;
+    ``http_status`` is what our REST routes answer, ``google_status`` what the Vertex endpoint
+    says (a canonical status name)."""
+
+    http_status = 500
+    google_status = "INTERNAL"
 
     @property
     def kind(self) -> str:
         return type(self).__name__
 
+    def to_json(self) -> dict[str, str]:
+        """The body of our REST routes' error answers."""
+        return {"kind": self.kind, "message": str(self)}
+
+    def google_error(self) -> dict[str, dict[str, object]]:
+        """The body of a Google API's error answer (its HTTP code is ``["error"]["code"]``)."""
+        return {"error": {"code": GOOGLE_HTTP_CODES[self.google_status], "message": str(self),
+                          "status": self.google_status}}
+
+
+class InvalidArgument(GtcError):
+    """The request itself is wrong (a field, a path, a body); the message says what is valid."""
+
+    http_status = 400
+    google_status = "INVALID_ARGUMENT"
+
 
 class SpecError(GtcError):
     """A spec field holds a value that is not valid; nothing was started or stored."""
+
+    http_status = 400
+    google_status = "INVALID_ARGUMENT"
 
     def __init__(self, field: str, value: object, expected: str):
         self.field = field
@@ -30,6 +64,9 @@ class SpecError(GtcError):
 class SpecErrors(GtcError):
     """Several spec fields are invalid at once; ``errors`` lists each one."""
 
+    http_status = 400
+    google_status = "INVALID_ARGUMENT"
+
     def __init__(self, errors: Sequence[SpecError], what: str = "cluster spec"):
         self.errors = list(errors)
         lines = "\n".join(f"  - {e}" for e in self.errors)
@@ -38,6 +75,9 @@ class SpecErrors(GtcError):
 
 class CommandError(GtcError):
     """An external command failed or timed out."""
+
+    http_status = 502
+    google_status = "UNAVAILABLE"
 
     def __init__(self, argv: Sequence[str], returncode: int | None, stderr: str, timeout: float | None = None):
         self.argv = list(argv)
@@ -86,8 +126,14 @@ class HostKeyRefused(HostUnreachable):
 class SlurmError(GtcError):
     """A Slurm command succeeded but reported errors in its output (e.g. slurmctld is down)."""
 
+    http_status = 502
+    google_status = "UNAVAILABLE"
+
 
 class ClusterNotFound(GtcError):
+    http_status = 404
+    google_status = "NOT_FOUND"
+
     def __init__(self, name: str | None, known: Sequence[str] = ()):
         self.name = name
         hint = (f"known clusters: {', '.join(known)}" if known
@@ -96,25 +142,64 @@ class ClusterNotFound(GtcError):
 
 
 class ClusterExists(GtcError):
+    http_status = 409
+    google_status = "ALREADY_EXISTS"
+
     def __init__(self, name: str):
         self.name = name
         super().__init__(f"a cluster named {name!r} already exists; delete it first or choose another display_name")
 
 
 class ClusterBusy(GtcError):
-    """An action would disturb running jobs, so it was refused."""
+    """The cluster cannot do that now (its state, an operation running, jobs it would disturb),
+    so it was refused; ``message`` says why and when it can."""
+
+    http_status = 409
+    google_status = "FAILED_PRECONDITION"
+
+    def __init__(self, cluster: str, message: str, state: str | None = None):
+        self.cluster = cluster
+        self.state = state
+        super().__init__(message)
+
+
+class AmbiguousCluster(GtcError):
+    """A request that names no cluster (or a job on several) matched more than one."""
+
+    http_status = 400
+    google_status = "INVALID_ARGUMENT"
+
+    def __init__(self, choices: Sequence[str], what: str | None = None):
+        self.choices = list(choices)
+        self.what = what
+        where = f"{what} is on several clusters" if what else "several clusters exist"
+        super().__init__(f"{where} ({', '.join(self.choices)}); name one with --cluster")
 
 
 class OperationNotFound(GtcError):
     """No background cluster operation with that id is known (any more)."""
 
+    http_status = 404
+    google_status = "NOT_FOUND"
+
 
 class BackendUnavailable(GtcError):
     """The backend cannot run here (missing programs, permissions); the message says how to fix it."""
 
+    google_status = "FAILED_PRECONDITION"
+
 
 class JobNotFound(GtcError):
-    """No job with that id or name is known."""
+    """No job with that id or name is known (on ``cluster``, when one was named)."""
+
+    http_status = 404
+    google_status = "NOT_FOUND"
+
+    def __init__(self, ref: str, cluster: str | None = None, message: str | None = None):
+        self.ref = ref
+        self.cluster = cluster
+        where = f" on {cluster}" if cluster else ""
+        super().__init__(message or f"no job {ref!r}{where}; `gtc job list` shows the jobs of every cluster")
 
 
 class JobLogUnknown(JobNotFound):
@@ -125,6 +210,9 @@ class JobLogUnknown(JobNotFound):
 class JobSubmitError(GtcError):
     """sbatch refused the job; the message is Slurm's own."""
 
+    http_status = 400
+    google_status = "INVALID_ARGUMENT"
+
     def __init__(self, message: str, argv: Sequence[str] = ()):
         self.argv = list(argv)
         super().__init__(f"sbatch refused the job: {message}")
@@ -134,6 +222,9 @@ class JobStateConflict(GtcError):
     """Slurm refused an action because of the job's state (a hold on a finished job, a requeue
     of one still pending): the request's mistake, not Slurm failing. The message names the job,
     its state, Slurm's reason and which jobs the action applies to."""
+
+    http_status = 409
+    google_status = "FAILED_PRECONDITION"
 
     # What each action applies to, which the message tells the user.
     VALID = {
@@ -150,7 +241,16 @@ class JobStateConflict(GtcError):
 
 
 class JobTimeout(GtcError):
-    """A wait ran out of time; the job itself goes on."""
+    """A wait ran out of time; the job itself goes on. ``until`` is what was waited for
+    ("finished" or "started"), ``state`` the job's state when the wait gave up."""
+
+    http_status = 504
+    google_status = "DEADLINE_EXCEEDED"
+
+    def __init__(self, job_id: str, name: str, state: str, timeout: float, until: str = "finished"):
+        self.job_id, self.name, self.state, self.timeout, self.until = job_id, name, state, timeout, until
+        what = f"is still {state}" if until == "finished" else "has not started"
+        super().__init__(f"job {job_id} ({name}) {what} after {timeout} s")
 
 
 class ClusterStartError(GtcError):
@@ -160,19 +260,34 @@ class ClusterStartError(GtcError):
 class StudyNotFound(GtcError):
     """No tuning study of that name is known."""
 
+    http_status = 404
+    google_status = "NOT_FOUND"
+
 
 class StudyExists(GtcError):
     """A tuning study of that name exists already."""
+
+    http_status = 409
+    google_status = "ALREADY_EXISTS"
 
 
 class StudyBusy(GtcError):
     """A study cannot do that now: another process drives it, or none does."""
 
+    http_status = 409
+    google_status = "FAILED_PRECONDITION"
+
 
 class StudyTimeout(GtcError):
     """A wait for a study ran out of time; the study itself goes on."""
+
+    http_status = 504
+    google_status = "DEADLINE_EXCEEDED"
 
 
 class RecipeOutputMissing(GtcError):
     """No finished run of the recipe (or job) whose model is asked for: the message says which
     recipe to run first, or what became of its last run."""
+
+    google_status = "FAILED_PRECONDITION"
+

@@ -1,5 +1,6 @@
 """IPython magics: ``%load_ext jupyter_gtc``, then ``%%gtc_cluster``, ``%%sbatch``,
-``%squeue``, ``%scancel``, ``%gtc_clusters``, ``%gtc_health``, ``%gtc_fault`` and ``%%gtc_tune``.
+``%squeue``, ``%scancel``, ``%gtc_clusters``, ``%gtc_health``, ``%gtc_fault``, ``%%gtc_tune`` and
+``%gtc_vertex_local``.
 
 Each magic parses its arguments, calls ``jupyter_gtc.api`` and returns something that
 displays well; what it does is the api's. A ``GtcError`` becomes a ``UsageError`` carrying
@@ -159,6 +160,31 @@ class GtcMagics(Magics):
             api.inject_fault(args.cluster, args.node, args.fault, clear=args.clear)
         what = "cleared from" if args.clear else "injected into"
         print(f"{args.fault} {what} {args.cluster}/{args.node}")
+
+    @line_magic
+    @magic_arguments()
+    @argument("cluster", nargs="?", help="where its jobs run; default: the cluster used last, or the only one")
+    @argument("--port", type=int, help="a port of its own (default: a free one), or that of a running endpoint")
+    @argument("--project", default="local-project", help="the project the SDK names in its calls")
+    @argument("--location", default="us-central1")
+    @argument("--staging-bucket", default="gs://local-bucket")
+    def gtc_vertex_local(self, line: str):
+        """Run Vertex AI SDK code here: a local Vertex endpoint whose jobs run on the cluster
+        (started once; it ends with the kernel), and ``aiplatform.init()`` pointed at it for this
+        kernel. A later ``aiplatform.init(project=...)`` keeps the endpoint: init changes only what
+        it is given. Delete the cell (and restart the kernel) to reach Vertex AI itself."""
+        args = _parse(self.gtc_vertex_local, line)
+        with _usage_errors():
+            cluster = self._cluster(args.cluster)
+            endpoint = api.find_vertex_endpoint(args.port, cluster) if args.port else None
+            endpoint = endpoint or api.start_vertex_endpoint(cluster, args.port)
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import aiplatform
+
+        aiplatform.init(project=args.project, location=args.location, staging_bucket=args.staging_bucket,
+                        api_endpoint=endpoint.api_endpoint, api_transport="rest", credentials=AnonymousCredentials())
+        self.current_cluster = cluster
+        print(f"aiplatform now talks to the local Vertex endpoint on port {endpoint.port}: its jobs run on {cluster}")
 
     @line_magic
     def gtc_clusters(self, line: str = ""):

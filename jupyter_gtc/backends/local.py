@@ -201,12 +201,12 @@ class LocalBackend(Backend):
                 return commands.job_ids(removed, states=["COMPLETING"])
 
             _wait_for(lambda: not completing(), READY_TIMEOUT, lambda: ClusterBusy(
-                f"job(s) {', '.join(completing())} on nodes {', '.join(removed)} "
+                new.display_name, f"job(s) {', '.join(completing())} on nodes {', '.join(removed)} "
                 f"are still completing after {READY_TIMEOUT:.0f} s; scale again when they are gone"))
             busy = commands.job_ids(removed)
             if busy:
                 raise ClusterBusy(
-                    f"nodes {', '.join(removed)} would be removed but run job(s) {', '.join(busy)}; "
+                    new.display_name, f"nodes {', '.join(removed)} would be removed but run job(s) {', '.join(busy)}; "
                     "cancel them (or wait for them) and scale again")
         try:
             self._apply(new, runtime, progress, restart_controller=True)

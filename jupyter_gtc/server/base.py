@@ -3,7 +3,8 @@
 A handler is a few lines: parse the request, ``await self.call(api.something, ...)``,
 write the result's JSON. ``call`` runs the (synchronous, sometimes slow: it runs Slurm's
 commands) api function on a thread of our own, so the server keeps answering meanwhile,
-and turns a ``GtcError`` into an HTTP status with a ``{kind, message}`` body.
+and turns a ``GtcError`` into its HTTP status (each error class has its own, exceptions.py) with a
+``{kind, message}`` body.
 
 Every route checks the login (``@web.authenticated``) and then the server's Authorizer
 (``@authorized``: action "read" for GET and HEAD, "write" for POST and DELETE, on the resource
@@ -26,23 +27,7 @@ from tornado import web
 from tornado.httputil import responses
 from tornado.ioloop import IOLoop
 
-from ..exceptions import (
-    ClusterBusy,
-    ClusterExists,
-    ClusterNotFound,
-    CommandError,
-    GtcError,
-    JobNotFound,
-    JobStateConflict,
-    JobSubmitError,
-    OperationNotFound,
-    SlurmError,
-    SpecError,
-    SpecErrors,
-    StudyBusy,
-    StudyExists,
-    StudyNotFound,
-)
+from ..exceptions import GtcError
 
 # The Authorizer's resource for every route of ours: one name, as "contents" or "kernels" is
 # jupyter_server's; the action says what a request does.
@@ -54,20 +39,6 @@ EXECUTE = "execute"
 # Slow work (a scale, a delete) must not hold up the quick reads the sidebar makes meanwhile,
 # nor take the threads other extensions use (the loop's default executor): a pool of our own.
 _executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gtc-rest")
-
-# The first class in this list that an error is an instance of gives its status.
-_STATUS = [
-    ((ClusterNotFound, JobNotFound, OperationNotFound, StudyNotFound), 404),
-    ((SpecError, SpecErrors, JobSubmitError), 400),
-    ((ClusterBusy, ClusterExists, StudyBusy, StudyExists, JobStateConflict), 409),
-    ((CommandError, SlurmError), 502),  # Slurm failed or could not be reached: not the client's fault
-    ((GtcError,), 500),
-]
-
-
-def status_of(error: GtcError) -> int:
-    return next(status for classes, status in _STATUS if isinstance(error, classes))
-
 
 class ApiError(web.HTTPError):
     """An error answer: ``status`` and the JSON body ``{"kind": ..., "message": ...}``."""
@@ -87,7 +58,7 @@ async def call(fn, *args: Any, **kwargs: Any) -> Any:
     try:
         return await IOLoop.current().run_in_executor(_executor, functools.partial(fn, *args, **kwargs))
     except GtcError as e:
-        raise ApiError(status_of(e), e.kind, str(e)) from e
+        raise ApiError(e.http_status, e.kind, str(e)) from e
 
 
 class GtcHandler(APIHandler):

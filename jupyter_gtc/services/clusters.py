@@ -243,16 +243,16 @@ class ClusterService:
             raise SpecError("nodes", nodes, "a whole number of nodes, at least 1")
         record = self._settled(record)
         if _create_interrupted(record):
-            raise ClusterBusy(f"cluster {name} is ERROR: {_interruption(record)}")
+            raise ClusterBusy(name, f"cluster {name} is ERROR: {_interruption(record)}", record.state)
         if record.state not in (RUNNING, ERROR):
-            raise ClusterBusy(f"cluster {name} is {record.state}; it can be scaled only when RUNNING")
+            raise ClusterBusy(name, f"cluster {name} is {record.state}; it can be scaled only when RUNNING", record.state)
         new = old.with_pool_size(pool, nodes)
         impl.check_spec(new)
         # A cluster in ERROR is scaled even to the size it has: that re-applies it (the repair).
         if (new != old or record.state == ERROR) and not self.store.update_cluster(
                 name, expect={"state": record.state, "owner": record.owner}, state=SCALING,
                 owner=_owner(f"scaling pool {pool} to {nodes} node(s)")):
-            raise ClusterBusy(f"cluster {name} changed meanwhile (another process claimed it); look again and retry")
+            raise ClusterBusy(name, f"cluster {name} changed meanwhile (another process claimed it); look again and retry")
         return record, impl, old, new
 
     def _resize(self, claimed: ScaleClaim, progress: Progress) -> Cluster:
@@ -306,7 +306,8 @@ class ClusterService:
         crash) would, for testing health checks and recovery; ``clear`` undoes it."""
         record = self.store.get_cluster(name)
         if record.state != RUNNING:
-            raise ClusterBusy(f"cluster {name} is {record.state}; faults are injected into a RUNNING cluster")
+            raise ClusterBusy(name, f"cluster {name} is {record.state}; faults are injected into a RUNNING cluster",
+                              record.state)
         backend = get_backend(record.backend, self.home)
         backend.inject_fault(backend.parse_spec(record.spec), record.runtime, node, fault, clear)
 

@@ -18,8 +18,8 @@ from typing import Any
 from ..backends import get_backend
 from ..backends.base import PartitionLayout
 from ..exceptions import (
-    ClusterBusy, ClusterNotFound, CommandError, GtcError, JobLogUnknown, JobNotFound, JobStateConflict, JobSubmitError,
-    JobTimeout, SpecError,
+    AmbiguousCluster, ClusterBusy, ClusterNotFound, CommandError, GtcError, JobLogUnknown, JobNotFound,
+    JobStateConflict, JobSubmitError, JobTimeout, SpecError,
 )
 from ..hosts import LOCAL, Host
 from ..slurm.parse import FINISHED_STATES
@@ -82,6 +82,8 @@ class Job:
     tasks = property(lambda self: self._live.tasks)
     nodes = property(lambda self: self._live.nodes)
     reason = property(lambda self: self._live.reason, doc="Why it waits (Resources, JobHeldUser, ...) when Slurm says.")
+    started_at = property(lambda self: self._live.start_time, doc="When it started (epoch seconds); None before.")
+    ended_at = property(lambda self: self._live.end_time, doc="When it ended (epoch seconds); None before.")
 
     @property
     def finished(self) -> bool:
@@ -133,21 +135,22 @@ class Job:
         """``log_path``; ``JobLogUnknown`` where Slurm does not say where the job writes."""
         path = self.log_path
         if path is None:
-            raise JobLogUnknown(f"Slurm does not say where job {self.id} ({self.name}) writes its output: it "
-                                f"ended before this process saw it in the queue, and the completion file has no path")
+            raise JobLogUnknown(self.id, self.cluster, f"Slurm does not say where job {self.id} ({self.name}) writes "
+                                f"its output: it ended before this process saw it in the queue, and the completion "
+                                f"file has no path")
         return path
 
     def wait(self, timeout: float | None = None) -> "Job":
         """Block until the job has finished; raises ``JobTimeout`` after ``timeout`` seconds."""
         view = self._poller.wait_for(self.id, lambda v: v.finished, timeout)
         if view is None or not view.finished:
-            raise JobTimeout(f"job {self.id} ({self.name}) is still {self.state} after {timeout} s")
+            raise JobTimeout(self.id, self.name, self.state, timeout)
         return self
 
     def wait_until_running(self, timeout: float | None = None) -> "Job":
         view = self._poller.wait_for(self.id, lambda v: v.state not in ("PENDING", "CONFIGURING"), timeout)
         if view is None or view.state in ("PENDING", "CONFIGURING"):
-            raise JobTimeout(f"job {self.id} ({self.name}) has not started after {timeout} s")
+            raise JobTimeout(self.id, self.name, self.state, timeout, until="started")
         return self
 
     def logs(self, tail: int | None = None) -> str:
@@ -439,7 +442,8 @@ class JobService:
         ``job_dir`` (new, or empty) replaces the folder made per job."""
         record = self.store.get_cluster(cluster)
         if record.state != RUNNING:
-            raise ClusterBusy(f"cluster {cluster} is {record.state}; jobs can be submitted when it is RUNNING")
+            raise ClusterBusy(cluster, f"cluster {cluster} is {record.state}; jobs can be submitted when it is "
+                                       f"RUNNING", record.state)
         options = list(options or [])
         words = sbatch_directives(script) + options
         pairs = parse_options(words)
@@ -498,8 +502,7 @@ class JobService:
         else:
             job = self._find_foreign(ref, cluster)
         if job is None:
-            where = f" on {cluster}" if cluster else ""
-            raise JobNotFound(f"no job {ref!r}{where}; `gtc job list` shows the jobs of every cluster")
+            raise JobNotFound(ref, cluster)
         if not job.finished:
             job.refresh()
         return job
@@ -564,8 +567,7 @@ class JobService:
                 if view is not None:
                     hits.append(ForeignJob(record.name, view, self, poller))
             if len(hits) > 1:
-                raise GtcError(f"job {ref!r} is on several clusters ({', '.join(j.cluster for j in hits)}); "
-                               f"name one with --cluster")
+                raise AmbiguousCluster([j.cluster for j in hits], what=f"job {ref!r}")
             if hits:
                 return hits[0]
         return None

@@ -97,7 +97,7 @@ class Operations:
         with self._lock:
             running = next((op for op in self._operations.values() if op.cluster == cluster and not op.finished), None)
             if running is not None:
-                raise ClusterBusy(f"cluster {cluster} is busy: its {running.action} is running "
+                raise ClusterBusy(cluster, f"cluster {cluster} is busy: its {running.action} is running "
                                   f"({running.message or 'starting'}); try again when it has finished")
             claimed = claim()  # under the lock: two requests cannot both claim a cluster
             op = Operation(f"{int(time.time())}-{next(self._ids)}", action, cluster)

@@ -62,6 +62,19 @@ class JobRecord:
 
 
 @dataclass
+class VertexJobRecord:
+    """A CustomJob of the local Vertex endpoint: its resource name and request, and our job."""
+
+    name: str        # projects/P/locations/L/customJobs/ID
+    parent: str      # projects/P/locations/L
+    cluster: str
+    slurm_id: str
+    body: dict[str, Any]  # the CustomJob as created, camelCase JSON
+    cancelled: bool = False
+    created_at: float = 0.0
+
+
+@dataclass
 class StudyRecord:
     name: str
     cluster: str
@@ -212,6 +225,7 @@ class Store:
         with self._connect() as db:
             db.execute("DELETE FROM jobs WHERE cluster = ?", (name,))
             db.execute("DELETE FROM cluster_events WHERE cluster = ?", (name,))
+            db.execute("DELETE FROM vertex_jobs WHERE cluster = ?", (name,))
             db.execute("DELETE FROM clusters WHERE name = ?", (name,))
 
     # -- the supervisor's decisions ----------------------------------------------------
@@ -270,6 +284,35 @@ class Store:
         with self._connect() as db:
             db.execute(f"UPDATE jobs SET {columns}, updated_at = ? WHERE cluster = ? AND slurm_id = ?",
                        (*values, time.time(), cluster, slurm_id))
+
+    # -- Vertex AI CustomJobs (the local Vertex endpoint's) -----------------------------
+
+    def add_vertex_job(self, record: VertexJobRecord) -> None:
+        record.created_at = time.time()
+        with self._connect() as db:
+            db.execute("INSERT INTO vertex_jobs (name, parent, cluster, slurm_id, body, cancelled, created_at)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (record.name, record.parent, record.cluster, record.slurm_id, json.dumps(record.body),
+                        int(record.cancelled), record.created_at))
+
+    def get_vertex_job(self, name: str) -> VertexJobRecord | None:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM vertex_jobs WHERE name = ?", (name,)).fetchone()
+        return _vertex_job(row) if row else None
+
+    def find_vertex_jobs(self, parent: str) -> list[VertexJobRecord]:
+        """The CustomJobs under ``parent`` (projects/P/locations/L), newest first."""
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM vertex_jobs WHERE parent = ? ORDER BY created_at DESC", (parent,))
+            return [_vertex_job(r) for r in rows]
+
+    def mark_vertex_job_cancelled(self, name: str) -> None:
+        with self._connect() as db:
+            db.execute("UPDATE vertex_jobs SET cancelled = 1 WHERE name = ?", (name,))
+
+    def remove_vertex_job(self, name: str) -> None:
+        with self._connect() as db:
+            db.execute("DELETE FROM vertex_jobs WHERE name = ?", (name,))
 
     # -- studies ---------------------------------------------------------------------
 
@@ -346,6 +389,11 @@ def _job(row: sqlite3.Row) -> JobRecord:
         end_time=row["end_time"], submitted_at=row["submitted_at"],
         updated_at=row["updated_at"], user=row["user"],
     )
+
+
+def _vertex_job(row: sqlite3.Row) -> VertexJobRecord:
+    return VertexJobRecord(row["name"], row["parent"], row["cluster"], row["slurm_id"], json.loads(row["body"]),
+                           bool(row["cancelled"]), row["created_at"])
 
 
 def _study(row: sqlite3.Row) -> StudyRecord:

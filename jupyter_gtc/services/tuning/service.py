@@ -51,7 +51,8 @@ class TuningService:
             raise SpecError("name", name, NAME_RULE)
         record = self.store.get_cluster(cluster)  # raises ClusterNotFound, naming the clusters
         if record.state != "RUNNING":
-            raise ClusterBusy(f"cluster {cluster} is {record.state}; a study can start when it is RUNNING")
+            raise ClusterBusy(cluster, f"cluster {cluster} is {record.state}; a study can start when it is RUNNING",
+                              record.state)
         study_dir = self.home / "studies" / name
         storage_path = study_dir / "optuna.db"
         _, sampler_name, why = engine.make_sampler(spec)

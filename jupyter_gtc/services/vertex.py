@@ -1,0 +1,281 @@
+"""Vertex AI's CustomJob (aiplatform v1) served from our jobs: what the local Vertex endpoint
+answers. One CustomJob is one Slurm job on the endpoint's cluster: its worker pools are node
+sets of one allocation, handed out in pool order (``vertex/task.py`` runs each node's pool),
+its state is the job's as Vertex names it, and a failure's message carries the exit status
+and the log's last lines, where a user looks first.
+
+Requests are parsed, and resources emitted, with the SDK's own types
+(``google.cloud.aiplatform_v1``): a field the API does not have is refused as Google's
+service refuses it. That import takes seconds, so only the endpoint's process loads this
+module (``api.vertex_jobs``), never ``%load_ext`` or the server extension.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import secrets
+from typing import Any
+
+from google.cloud.aiplatform_v1 import types as vx
+from google.protobuf import json_format
+
+from ..backends import get_backend
+from ..backends.base import PartitionLayout
+from ..exceptions import ClusterBusy, InvalidArgument, JobNotFound, SpecError
+from ..spec import machines
+from ..state.store import VertexJobRecord
+from .jobs import Job, JobService
+
+# The batch script of every CustomJob (no part of it comes from the request: the pools' commands
+# reach each task as JSON in its environment). Host names are expanded once, here, for all tasks.
+SCRIPT = """#!/bin/bash
+# A Vertex AI CustomJob from jupyter_gtc's local Vertex endpoint: one task per node, each
+# running its worker pool's program (python -m jupyter_gtc.vertex.task).
+[ -n "${GTC_VERTEX_NOTE:-}" ] && printf '%s\\n' "$GTC_VERTEX_NOTE"
+export GTC_VERTEX_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+srun --kill-on-bad-exit=1 --ntasks-per-node=1 python -m jupyter_gtc.vertex.task
+"""
+
+_STATE = vx.JobState
+# Our jobs' states (Slurm's) as Vertex names them.
+STATES = {
+    "PENDING": _STATE.JOB_STATE_PENDING, "CONFIGURING": _STATE.JOB_STATE_PENDING,
+    "REQUEUED": _STATE.JOB_STATE_PENDING, "REQUEUE_HOLD": _STATE.JOB_STATE_PENDING,
+    "RUNNING": _STATE.JOB_STATE_RUNNING, "COMPLETING": _STATE.JOB_STATE_RUNNING,
+    "SUSPENDED": _STATE.JOB_STATE_PAUSED,
+    "COMPLETED": _STATE.JOB_STATE_SUCCEEDED, "CANCELLED": _STATE.JOB_STATE_CANCELLED,
+    "FAILED": _STATE.JOB_STATE_FAILED, "TIMEOUT": _STATE.JOB_STATE_FAILED, "NODE_FAIL": _STATE.JOB_STATE_FAILED,
+    "OUT_OF_MEMORY": _STATE.JOB_STATE_FAILED, "BOOT_FAIL": _STATE.JOB_STATE_FAILED,
+    "DEADLINE": _STATE.JOB_STATE_FAILED, "PREEMPTED": _STATE.JOB_STATE_FAILED,
+}
+FINAL = {_STATE.JOB_STATE_SUCCEEDED, _STATE.JOB_STATE_FAILED, _STATE.JOB_STATE_CANCELLED}
+# google.rpc.Code numbers of a job's error (Vertex reports a replica's failure as INVALID_ARGUMENT).
+_CODE_INVALID_ARGUMENT, _CODE_CANCELLED, _CODE_DEADLINE_EXCEEDED = 3, 1, 4
+LOG_LINES_IN_ERROR = 20
+
+
+def parse(message_type: Any, body: dict[str, Any] | str, what: str) -> Any:
+    """``body`` (JSON) as the SDK's ``message_type``; a field the type lacks, or a value of the
+    wrong type, is ``InvalidArgument`` naming it, as Google's API answers."""
+    text = body if isinstance(body, str) else json.dumps(body)
+    try:
+        return message_type.from_json(text, ignore_unknown_fields=False)
+    except (json_format.ParseError, ValueError, TypeError) as e:
+        raise InvalidArgument(f"Invalid JSON payload received for {what}. {e}") from None
+
+
+def to_json(message: Any) -> dict[str, Any]:
+    """A resource as the service answers it: camelCase, enums by name, unset fields left out."""
+    return json.loads(type(message).to_json(message, use_integers_for_enums=False,
+                                            including_default_value_fields=False))
+
+
+def new_id() -> str:
+    """A job id as Vertex makes them: 19 decimal digits."""
+    return str(10**18 + secrets.randbelow(9 * 10**18))
+
+
+class VertexJobs:
+    """CustomJobs of the projects/P/locations/L the endpoint serves, run on ``cluster``."""
+
+    def __init__(self, jobs: JobService, cluster: str):
+        self.jobs = jobs
+        self.store = jobs.store
+        self.cluster = cluster
+
+    # -- the API's methods -----------------------------------------------------------
+
+    def create(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+        custom_job = parse(vx.CustomJob, body, "google.cloud.aiplatform.v1.CustomJob")
+        if not custom_job.display_name:
+            raise SpecError("display_name", "", "a name for the job; the SDK's display_name=")
+        job_id = new_id()
+        name = f"{parent}/customJobs/{job_id}"
+        options, env = self._submission(custom_job, job_id)
+        job = self.jobs.submit(self.cluster, SCRIPT, options, env=env, default_name=custom_job.display_name)
+        record = VertexJobRecord(name, parent, self.cluster, job.id, to_json(custom_job))
+        self.store.add_vertex_job(record)
+        return self._resource(record, job)
+
+    def get(self, name: str) -> dict[str, Any]:
+        record = self._record(name)
+        return self._resource(record, self._job(record))
+
+    def list(self, parent: str) -> list[dict[str, Any]]:
+        return [self._resource(r, self._job(r)) for r in self.store.find_vertex_jobs(parent)]
+
+    def cancel(self, name: str) -> None:
+        record = self._record(name)
+        job = self._job(record)
+        if job is not None and not job.finished:
+            self.store.mark_vertex_job_cancelled(name)
+            job.cancel()
+
+    def delete(self, name: str) -> None:
+        """Forget the job; refused while it runs, as Vertex refuses (cancel it first)."""
+        record = self._record(name)
+        job = self._job(record)
+        if job is not None and not job.finished:
+            raise ClusterBusy(record.cluster, f"CustomJob {name} is {STATES.get(job.state, _STATE.JOB_STATE_PENDING).name}; "
+                                              f"cancel it and delete it once it has ended")
+        self.store.remove_vertex_job(name)
+
+    # -- a request as a job ----------------------------------------------------------
+
+    def _submission(self, custom_job: Any, job_id: str) -> tuple[list[str], dict[str, str]]:
+        """sbatch's options and the job's environment for ``custom_job``."""
+        spec = custom_job.job_spec
+        pools = _pools(spec.worker_pool_specs)
+        record = self.store.get_cluster(self.cluster)
+        backend = get_backend(record.backend, self.jobs.clusters.home)
+        layouts = backend.partitions(backend.parse_spec(record.spec), record.runtime)
+        partition = None
+        for index, pool in enumerate(spec.worker_pool_specs):
+            if pools[index] is None:
+                continue
+            where = f"job_spec.worker_pool_specs[{index}].machine_spec.machine_type"
+            chosen = _partition_for(layouts, pool.machine_spec, where, self.cluster)
+            if partition is not None and chosen.name != partition.name:
+                raise SpecError(where, pool.machine_spec.machine_type,
+                                f"worker pool 0 runs on partition {partition.name} and this one on {chosen.name}; pools "
+                                f"on different machines need a heterogeneous Slurm job, which the local endpoint does "
+                                f"not make yet: give every pool one of partition {partition.name}'s machine types")
+            partition = chosen
+        nodes = sum(p["replicas"] for p in pools if p)
+        if nodes > len(partition.nodes):
+            raise SpecError("job_spec.worker_pool_specs[].replica_count", nodes,
+                            f"at most {len(partition.nodes)} replicas in all: partition {partition.name} of "
+                            f"{self.cluster} has {len(partition.nodes)} nodes")
+        options = [f"--nodes={nodes}", "--ntasks-per-node=1", f"--partition={partition.name}"]
+        gpus = max((p.machine_spec.accelerator_count for p in spec.worker_pool_specs), default=0)
+        if gpus:
+            options.append(f"--gpus-per-node={gpus}")
+        timeout = spec.scheduling.timeout if "scheduling" in spec and "timeout" in spec.scheduling else None
+        if timeout:
+            options.append(f"--time={max(1, math.ceil(timeout.total_seconds() / 60))}")
+        notes = []
+        for pool in pools:
+            if pool:
+                pool["env"]["CLOUD_ML_JOB_ID"] = job_id  # over the TaskProlog's, which is Slurm's id
+                notes.append(pool.pop("note"))
+        env = {"GTC_VERTEX_POOLS": json.dumps(pools), "GTC_VERTEX_JOB": json.dumps({"job_id": job_id})}
+        if any(notes):
+            env["GTC_VERTEX_NOTE"] = "; ".join(dict.fromkeys(n for n in notes if n))
+        output = spec.base_output_directory.output_uri_prefix if "base_output_directory" in spec else ""
+        if output:
+            base = output.rstrip("/")
+            env.update({"AIP_MODEL_DIR": f"{base}/model/", "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
+                        "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/"})
+        return options, env
+
+    # -- a job as the resource -------------------------------------------------------
+
+    def _record(self, name: str) -> VertexJobRecord:
+        record = self.store.get_vertex_job(name)
+        if record is None:
+            raise JobNotFound(name, message=f"The CustomJob does not exist: {name}")
+        return record
+
+    def _job(self, record: VertexJobRecord) -> Job | None:
+        try:
+            return self.jobs.get(record.slurm_id, record.cluster)
+        except JobNotFound:
+            return None  # its cluster was deleted and made again: the job is gone
+
+    def _resource(self, record: VertexJobRecord, job: Job | None) -> dict[str, Any]:
+        resource = vx.CustomJob.from_json(json.dumps(record.body))
+        resource.name = record.name
+        resource.create_time = _time(record.created_at)
+        if job is None:
+            resource.state = _STATE.JOB_STATE_FAILED
+            resource.error = {"code": 5, "message": f"its Slurm job {record.slurm_id} on {record.cluster} is gone"}
+            return to_json(resource)
+        state = STATES.get(job.state, _STATE.JOB_STATE_PENDING)
+        if record.cancelled and state not in FINAL:
+            state = _STATE.JOB_STATE_CANCELLING
+        resource.state = state
+        if job.started_at and state != _STATE.JOB_STATE_PENDING:
+            resource.start_time = _time(job.started_at)
+        if job.finished:
+            resource.end_time = _time(job.ended_at or record.created_at)
+            if state == _STATE.JOB_STATE_FAILED:
+                resource.error = {"code": _CODE_DEADLINE_EXCEEDED if job.state == "TIMEOUT" else _CODE_INVALID_ARGUMENT,
+                                  "message": _failure(job)}
+            elif state == _STATE.JOB_STATE_CANCELLED:
+                resource.error = {"code": _CODE_CANCELLED, "message": "CANCELED"}
+        resource.update_time = _time(max(t for t in (record.created_at, job.started_at, job.ended_at) if t))
+        return to_json(resource)
+
+
+def _pools(specs: Any) -> list[dict[str, Any] | None]:
+    """Each worker pool as the task runner gets it (``None``: an empty placeholder pool, as the
+    SDK sends for a Reduction Server slot left unused)."""
+    if not specs:
+        raise SpecError("job_spec.worker_pool_specs", [], "at least one worker pool, the primary (pool 0)")
+    pools: list[dict[str, Any] | None] = []
+    for index, pool in enumerate(specs):
+        where = f"job_spec.worker_pool_specs[{index}]"
+        has_program = "container_spec" in pool or "python_package_spec" in pool
+        if not has_program and pool.replica_count == 0:
+            if index == 0:
+                raise SpecError(where, {}, "the primary pool: a machine_spec, replica_count 1 and a container_spec")
+            pools.append(None)
+            continue
+        if index == 0 and pool.replica_count != 1:
+            raise SpecError(f"{where}.replica_count", pool.replica_count, "1: the primary pool has one replica")
+        if pool.replica_count < 1:
+            raise SpecError(f"{where}.replica_count", pool.replica_count, "1 or more")
+        if "python_package_spec" in pool:
+            raise SpecError(f"{where}.python_package_spec", pool.python_package_spec.python_module,
+                            "a container_spec: the local endpoint does not install Python packages yet")
+        if "container_spec" not in pool:
+            raise SpecError(where, "no program", "a container_spec with the command to run")
+        container = pool.container_spec
+        if not container.command:
+            raise SpecError(f"{where}.container_spec.command", [],
+                            "the program and its arguments: no container runtime runs the image here, so the "
+                            "endpoint runs the command on the cluster's nodes and needs it (the image's entrypoint "
+                            "is unknown)")
+        pools.append({
+            "replicas": pool.replica_count,
+            "argv": [*container.command, *container.args],
+            "env": {e.name: e.value for e in container.env},
+            "note": (f"jupyter_gtc: image {container.image_uri} is not run (no container runtime on this cluster); "
+                     f"each pool's command runs on the nodes themselves") if container.image_uri else "",
+        })
+    return pools
+
+
+def _partition_for(layouts: list[PartitionLayout], machine_spec: Any, where: str, cluster: str) -> PartitionLayout:
+    """The partition a pool of ``machine_spec`` runs on: one with nodes of that machine type,
+    else (a machine type the cluster lacks) the default one if its nodes have the GPUs asked,
+    else the first that has."""
+    want = machine_spec.machine_type
+    exact = [p for p in layouts if want in p.node_types]
+    if exact:
+        return exact[0]
+    machine = machines.lookup(want) if want else None
+    gpus = machine_spec.accelerator_count or (machine.gpu_count if machine else 0)
+    fits = [p for p in layouts if p.nodes and min(p.node_gpus) >= gpus]
+    if fits:
+        return fits[0]
+    types = sorted({t for p in layouts for t in p.node_types if t})
+    raise SpecError(where, want, f"{cluster} has nodes of {', '.join(types) or 'unknown types'}; none has {gpus} GPUs")
+
+
+def _failure(job: Job) -> str:
+    """Vertex's message for a failed job, with the log's last lines (the reason a user wants)."""
+    status = f"a non-zero status of {job.exit_code}" if job.exit_code is not None else job.state
+    message = f"A replica exited with {status}." if job.state == "FAILED" else \
+        f"The job ended {job.state} (Slurm's state)."
+    try:
+        tail = job.logs(tail=LOG_LINES_IN_ERROR).rstrip()
+    except Exception:  # noqa: BLE001 - a log we cannot read must not hide the failure itself
+        tail = ""
+    return f"{message} Last lines of its log:\n{tail}" if tail else message
+
+
+def _time(epoch: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)

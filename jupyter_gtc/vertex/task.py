@@ -1,0 +1,78 @@
+"""One replica of a Vertex AI CustomJob, run by srun on each node of the job's Slurm
+allocation: it finds which worker pool this node belongs to, sets the environment Vertex
+gives that replica, and becomes the pool's program.
+
+Nodes are handed out in pool order, as Vertex numbers replicas: node 0 is workerpool0's one
+replica, the next ``replica_count`` nodes are workerpool1's, and so on. ``CLUSTER_SPEC`` and
+``TF_CONFIG`` name every replica at ``host:2222``, the port Vertex gives them.
+
+Everything comes in the environment (no shell ever sees the user's command or arguments):
+``GTC_VERTEX_POOLS`` the pools as JSON (``[{"replicas", "argv", "env"}, ...]``, ``null`` for
+an empty placeholder pool), ``GTC_VERTEX_HOSTS`` the allocation's host names in Slurm's
+order, comma separated (the batch script expands ``SLURM_JOB_NODELIST`` once), and
+``SLURM_NODEID``. Standard library only: it runs in the job's Python environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .._process import replace_with
+
+PORT = 2222
+# CLUSTER_SPEC's pool names and TF_CONFIG's task types, by pool index (Vertex's documentation).
+TF_TYPES = ("chief", "worker", "ps", "evaluator")
+
+
+def replica_of(pools: list[dict | None], node: int) -> tuple[int, int]:
+    """(pool index, replica index in it) of the ``node``-th node of the allocation."""
+    first = 0
+    for index, pool in enumerate(pools):
+        count = pool["replicas"] if pool else 0
+        if node < first + count:
+            return index, node - first
+        first += count
+    raise ValueError(f"node {node} is past the {first} replicas the pools ask for")
+
+
+def cluster_env(pools: list[dict | None], hosts: list[str], node: int, job: dict) -> dict[str, str]:
+    """CLUSTER_SPEC and TF_CONFIG for the replica on ``node``, as Vertex sets them."""
+    cluster: dict[str, list[str]] = {}
+    tf_cluster: dict[str, list[str]] = {}
+    first = 0
+    for index, pool in enumerate(pools):
+        if not pool:
+            continue
+        addresses = [f"{h}:{PORT}" for h in hosts[first:first + pool["replicas"]]]
+        cluster[f"workerpool{index}"] = addresses
+        tf_cluster[TF_TYPES[index]] = addresses
+        first += pool["replicas"]
+    index, replica = replica_of(pools, node)
+    task = {"type": f"workerpool{index}", "index": replica}
+    if job.get("trial"):
+        task["trial"] = job["trial"]
+    return {
+        "CLUSTER_SPEC": json.dumps({"cluster": cluster, "environment": "cloud", "task": task, "job": job}),
+        "TF_CONFIG": json.dumps({"cluster": tf_cluster, "task": {"type": TF_TYPES[index], "index": replica},
+                                 "environment": "cloud", "job": job}),
+    }
+
+
+def main() -> None:
+    pools = json.loads(os.environ["GTC_VERTEX_POOLS"])
+    hosts = os.environ["GTC_VERTEX_HOSTS"].split(",")
+    node = int(os.environ["SLURM_NODEID"])
+    job = json.loads(os.environ.get("GTC_VERTEX_JOB", "{}"))
+    index, replica = replica_of(pools, node)
+    pool = pools[index]
+    env = {**os.environ, **cluster_env(pools, hosts, node, job), **pool["env"]}
+    if pool.get("note") and replica == 0:
+        print(pool["note"], file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    replace_with(pool["argv"], env)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""The local Vertex endpoint's HTTP server: routes of Vertex AI's ``JobService`` (v1, REST)
+for ``customJobs`` and their operations, each answered by ``api.vertex_jobs``.
+
+Every path starts with the endpoint's token (``/TOKEN/v1/...``), compared in constant time;
+anything else is 404 without a word on why. It listens on loopback unless told otherwise.
+Errors are Google's (``{"error": {code, message, status}}``) from the error's own class
+(``exceptions.py``). Every request is a line of ``requests.log`` (method, path without the
+token, status, milliseconds): how a test shows that all the SDK's calls came here.
+
+A thread per request (``ThreadingHTTPServer``): a create runs sbatch, a slow one must not
+hold up another client's poll.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import json
+import logging
+import os
+import re
+import secrets
+import signal
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from .. import api
+from ..exceptions import GtcError, InvalidArgument, JobNotFound
+
+log = logging.getLogger("jupyter_gtc.vertex_endpoint")
+
+_PARENT = r"(?P<parent>projects/[^/]+/locations/[^/]+)"
+_JOB = _PARENT + r"/customJobs/(?P<id>[^/:]+)"
+# (method, path after /v1/ or /ui/, handler name); the first match answers.
+ROUTES = [
+    ("POST", re.compile(_PARENT + r"/customJobs"), "create_custom_job"),
+    ("GET", re.compile(_PARENT + r"/customJobs"), "list_custom_jobs"),
+    ("GET", re.compile(_JOB), "get_custom_job"),
+    ("POST", re.compile(_JOB + r":cancel"), "cancel_custom_job"),
+    ("DELETE", re.compile(_JOB), "delete_custom_job"),
+    ("GET", re.compile(_JOB + r"/operations/(?P<op>[^/]+)"), "get_operation"),
+]
+
+
+class Endpoint:
+    """The API's methods over ``api.vertex_jobs(cluster)``; operations kept in memory (a
+    delete finishes at once: its operation is done when answered)."""
+
+    def __init__(self, cluster: str):
+        self.jobs = api.vertex_jobs(cluster)
+        self.operations: dict[str, dict[str, Any]] = {}
+
+    def create_custom_job(self, body: dict[str, Any], parent: str, **_: str) -> dict[str, Any]:
+        return self.jobs.create(parent, body)
+
+    def list_custom_jobs(self, query: dict[str, str], parent: str, **_: str) -> dict[str, Any]:
+        if query.get("filter"):
+            raise InvalidArgument(f"filter: {query['filter']!r} is not supported by the local endpoint; "
+                                  f"list without one and filter the jobs in Python")
+        return {"customJobs": self.jobs.list(parent)}
+
+    def get_custom_job(self, parent: str, id: str, **_: str) -> dict[str, Any]:
+        return self.jobs.get(f"{parent}/customJobs/{id}")
+
+    def cancel_custom_job(self, parent: str, id: str, **_: str) -> dict[str, Any]:
+        self.jobs.cancel(f"{parent}/customJobs/{id}")
+        return {}
+
+    def delete_custom_job(self, parent: str, id: str, **_: str) -> dict[str, Any]:
+        name = f"{parent}/customJobs/{id}"
+        self.jobs.delete(name)
+        operation = {
+            "name": f"{name}/operations/{secrets.randbelow(10**18)}",
+            "metadata": {"@type": "type.googleapis.com/google.cloud.aiplatform.v1.DeleteOperationMetadata",
+                         "genericMetadata": {"createTime": _now(), "updateTime": _now()}},
+            "done": True,
+            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
+        }
+        self.operations[operation["name"]] = operation
+        return operation
+
+    def get_operation(self, parent: str, id: str, op: str, **_: str) -> dict[str, Any]:
+        name = f"{parent}/customJobs/{id}/operations/{op}"
+        if name not in self.operations:
+            raise JobNotFound(name, message=f"The operation does not exist: {name}")
+        return self.operations[name]
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: "EndpointServer"
+    protocol_version = "HTTP/1.1"  # keep-alive: the SDK's session reuses its connection
+
+    def do_GET(self) -> None:
+        self._answer("GET")
+
+    def do_POST(self) -> None:
+        self._answer("POST")
+
+    def do_DELETE(self) -> None:
+        self._answer("DELETE")
+
+    def _answer(self, method: str) -> None:
+        started = time.monotonic()
+        url = urllib.parse.urlsplit(self.path)
+        token, _, rest = url.path.lstrip("/").partition("/")
+        shown = "/" + rest  # never the token, in the log or an answer
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if not hmac.compare_digest(token.encode(), self.server.token.encode()):
+            status, answer = 404, _google(404, "NOT_FOUND", "Not Found")
+            shown = "(no token)"
+        else:
+            status, answer = self._route(method, urllib.parse.unquote(rest), url.query, body)
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.server.record(method, shown, status, (time.monotonic() - started) * 1000)
+
+    def _route(self, method: str, path: str, query: str, body: bytes) -> tuple[int, Any]:
+        if path == "healthz":
+            return 200, {}
+        version, _, resource = path.partition("/")
+        if version not in ("v1", "ui"):  # the SDK polls long-running operations under /ui/
+            return 404, _google(404, "NOT_FOUND", f"no API version {version!r} here; this endpoint serves v1")
+        params = dict(urllib.parse.parse_qsl(query))
+        for verb, pattern, name in ROUTES:
+            match = pattern.fullmatch(resource)
+            if verb == method and match:
+                try:
+                    kwargs = match.groupdict()
+                    if method == "POST" and name == "create_custom_job":
+                        kwargs["body"] = _json(body)
+                    if name == "list_custom_jobs":
+                        kwargs["query"] = params
+                    return 200, getattr(self.server.endpoint, name)(**kwargs)
+                except GtcError as e:
+                    error = e.google_error()
+                    return error["error"]["code"], error
+                except Exception:  # noqa: BLE001 - answered as Google's INTERNAL, the traceback to our log
+                    log.exception("%s /%s failed", method, resource)
+                    return 500, _google(500, "INTERNAL", "the local endpoint failed; its log says why")
+        return 404, _google(404, "NOT_FOUND", f"{method} /{path} is not a method the local Vertex endpoint serves")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # requests.log has every request, without the token the request line holds
+
+
+class EndpointServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], endpoint: Endpoint, token: str, request_log: Path):
+        super().__init__(address, Handler)
+        self.endpoint = endpoint
+        self.token = token
+        self.request_log = request_log
+        self._log_lock = threading.Lock()
+
+    def record(self, method: str, path: str, status: int, ms: float) -> None:
+        line = json.dumps({"time": time.time(), "method": method, "path": path, "status": status,
+                           "ms": round(ms, 1)})
+        with self._log_lock, open(self.request_log, "a") as f:
+            f.write(line + "\n")
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError as e:
+        raise InvalidArgument(f"Invalid JSON payload received. {e}") from None
+    if not isinstance(data, dict):
+        raise InvalidArgument("Invalid JSON payload received: the body must be a JSON object")
+    return data
+
+
+def _google(code: int, status: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "status": status}}
+
+
+def serve(cluster: str, port: int, host: str = "127.0.0.1", token: str | None = None,
+          parent_pid: int | None = None, ready: Any = None) -> None:
+    """Serve until SIGINT or SIGTERM (or, given ``parent_pid``, until that process is gone)."""
+    token = token or os.environ.get(api.VERTEX_TOKEN_VARIABLE)
+    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+        raise GtcError(f"--host {host}: an endpoint other machines can reach needs a token of your own, in "
+                       f"${api.VERTEX_TOKEN_VARIABLE} (a long random one: whoever has it runs jobs as you)")
+    token = token or secrets.token_urlsafe(24)
+    api.get_cluster(cluster, with_status=False)  # a cluster that does not exist: say so now, not at a job
+    server = EndpointServer((host, port), Endpoint(cluster), token, api.vertex_request_log())
+    endpoint, record = api.record_vertex_endpoint(cluster, host, server.server_address[1], token)
+
+    def stop(*_: Any) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    if parent_pid:
+        threading.Thread(target=_end_with, args=(parent_pid, stop), daemon=True).start()
+    if ready:
+        ready(endpoint, record)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        record.unlink(missing_ok=True)
+        server.server_close()
+
+
+def _end_with(pid: int, stop: Any) -> None:
+    while os.getppid() == pid:
+        time.sleep(1)
+    stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_gtc.vertex_endpoint")
+    parser.add_argument("--cluster", required=True)
+    parser.add_argument("--port", type=int, default=8480)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--parent-pid", type=int)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    try:
+        serve(args.cluster, args.port, args.host, parent_pid=args.parent_pid)
+    except GtcError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)

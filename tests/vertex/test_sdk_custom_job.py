@@ -1,0 +1,225 @@
+"""The official Vertex AI SDK (google-cloud-aiplatform), unpatched, against the local Vertex
+endpoint: CustomJobs run as real Slurm jobs on a local cluster, and what the SDK shows of them
+(states, errors, cancel, delete, list) is what Vertex would show.
+
+No request may leave the machine: the SDK's proxies point at a port where nothing listens,
+so a call to Google would fail the test, and every request the SDK made is in the
+endpoint's request log."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from jupyter_gtc import api
+
+pytestmark = pytest.mark.slurm
+
+IMAGE = "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"
+REPORT = ("import json, os, socket; print(json.dumps({k: os.environ.get(k) for k in "
+          "['CLUSTER_SPEC', 'CLOUD_ML_JOB_ID', 'AIP_MODEL_DIR', 'GREETING', 'SLURMD_NODENAME']}))")
+
+
+@pytest.fixture(scope="module")
+def endpoint(slurm_available):
+    from tests.conftest import small_gpu_spec
+
+    cluster = api.create_cluster(small_gpu_spec("vertex", nodes=2))
+    endpoint = api.start_vertex_endpoint(cluster.name)
+    yield endpoint
+    api.delete_cluster(cluster.name)
+
+
+@pytest.fixture
+def aiplatform(endpoint, monkeypatch):
+    """The SDK as a user points it at the endpoint (what %gtc_vertex_local does), with every
+    other way out of the machine closed."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    aiplatform.init(project="local-project", location="us-central1", staging_bucket="gs://local-bucket",
+                    api_endpoint=endpoint.api_endpoint, api_transport="rest", credentials=AnonymousCredentials())
+    return aiplatform
+
+
+def pool(command: list[str], replicas: int = 1, env: dict[str, str] | None = None) -> dict:
+    return {"machine_spec": {"machine_type": "a3-highgpu-8g", "accelerator_type": "NVIDIA_H100_80GB",
+                             "accelerator_count": 8},
+            "replica_count": replicas,
+            "container_spec": {"image_uri": IMAGE, "command": command,
+                               "env": [{"name": k, "value": v} for k, v in (env or {}).items()]}}
+
+
+def our_job(custom_job):
+    """Our job behind a CustomJob: the newest of its display name on the cluster."""
+    return api.get_job(custom_job.display_name, "vertex")
+
+
+def requests_logged() -> list[dict]:
+    return [json.loads(line) for line in api.vertex_request_log().read_text().splitlines()]
+
+
+def test_run_completes_a_two_node_job_with_vertex_environment(aiplatform):
+    before = len(requests_logged())
+    job = aiplatform.CustomJob(display_name="two-pools", worker_pool_specs=[
+        pool(["python3", "-c", REPORT], env={"GREETING": "chief"}),
+        pool(["python3", "-c", REPORT], env={"GREETING": "worker"}),
+    ])
+    job.run()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
+    ours = our_job(job)
+    lines = ours.logs().splitlines()
+    assert lines[0].startswith(f"jupyter_gtc: image {IMAGE} is not run"), lines
+    replicas = sorted((json.loads(line) for line in lines[1:]), key=lambda r: r["SLURMD_NODENAME"])
+    assert [r["GREETING"] for r in replicas] == ["chief", "worker"]
+    chief, worker = (json.loads(r["CLUSTER_SPEC"]) for r in replicas)
+    assert chief["cluster"] == {"workerpool0": ["gpu-0:2222"], "workerpool1": ["gpu-1:2222"]}
+    assert (chief["task"], worker["task"]) == ({"type": "workerpool0", "index": 0}, {"type": "workerpool1", "index": 0})
+    job_id = job.resource_name.rsplit("/", 1)[1]
+    assert {r["CLOUD_ML_JOB_ID"] for r in replicas} == {job_id}
+    # The SDK made base_output_directory a folder of the staging bucket; Vertex's AIP_* follow it.
+    assert replicas[0]["AIP_MODEL_DIR"].startswith("gs://local-bucket/") and replicas[0]["AIP_MODEL_DIR"].endswith("/model/")
+    calls = requests_logged()[before:]
+    assert calls[0]["method"] == "POST" and calls[0]["path"].startswith("/v1/projects/local-project/locations/"
+                                                                        "us-central1/customJobs")
+    assert all(c["status"] == 200 for c in calls) and len(calls) >= 2, calls
+
+
+def test_a_failing_job_raises_with_its_exit_status_and_log(aiplatform):
+    job = aiplatform.CustomJob(display_name="fails", worker_pool_specs=[
+        pool(["bash", "-c", "echo the data is not there >&2; exit 7"])])
+    with pytest.raises(RuntimeError) as info:
+        job.run()
+    assert "non-zero status of 7" in str(info.value) and "the data is not there" in str(info.value)
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_FAILED
+
+
+def test_submit_then_wait_for_completion_and_list(aiplatform):
+    job = aiplatform.CustomJob(display_name="submitted", worker_pool_specs=[pool(["true"])])
+    job.submit()
+    assert job.state in (aiplatform.gapic.JobState.JOB_STATE_PENDING, aiplatform.gapic.JobState.JOB_STATE_RUNNING,
+                         aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED)
+    job.wait_for_completion()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
+    listed = {j.resource_name: j.state for j in aiplatform.CustomJob.list()}
+    assert listed[job.resource_name] == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
+
+
+def test_cancel_ends_the_slurm_job(aiplatform):
+    job = aiplatform.CustomJob(display_name="to-cancel", worker_pool_specs=[pool(["sleep", "300"])])
+    job.submit()
+    our_job(job).wait_until_running(timeout=60)
+    job.cancel()
+    assert our_job(job).wait(timeout=60).state == "CANCELLED"
+    with pytest.raises(RuntimeError, match="CANCEL"):
+        job.wait_for_completion()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_CANCELLED
+
+
+def test_delete_forgets_a_finished_job_and_refuses_a_running_one(aiplatform):
+    from google.api_core import exceptions
+
+    running = aiplatform.CustomJob(display_name="still-running", worker_pool_specs=[pool(["sleep", "300"])])
+    running.submit()
+    with pytest.raises(exceptions.BadRequest, match="cancel it"):
+        running.delete()
+    running.cancel()
+    our_job(running).wait(timeout=60)
+    running.delete()
+    with pytest.raises(exceptions.NotFound):
+        aiplatform.CustomJob.get(running.resource_name)
+
+
+def test_a_misspelled_field_is_refused_and_nothing_runs(endpoint):
+    before = len(api.list_jobs("vertex", foreign=False))
+    body = {"displayName": "typo", "jobSpec": {"workerPoolSpec": [pool(["true"])]}}
+    request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/customJobs",
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=30)
+    error = json.loads(info.value.read())["error"]
+    assert (info.value.code, error["status"]) == (400, "INVALID_ARGUMENT")
+    assert "workerPoolSpec" in error["message"]
+    assert len(api.list_jobs("vertex", foreign=False)) == before
+
+
+def test_a_pool_with_too_many_replicas_names_the_field(endpoint):
+    body = {"displayName": "too-big", "jobSpec": {"workerPoolSpecs": [
+        {"machineSpec": {"machineType": "a3-highgpu-8g"}, "replicaCount": "1",
+         "containerSpec": {"imageUri": IMAGE, "command": ["true"]}},
+        {"machineSpec": {"machineType": "a3-highgpu-8g"}, "replicaCount": "5",
+         "containerSpec": {"imageUri": IMAGE, "command": ["true"]}}]}}
+    request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/customJobs",
+                                     data=json.dumps(body).encode(), method="POST")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=30)
+    error = json.loads(info.value.read())["error"]
+    assert error["status"] == "INVALID_ARGUMENT"
+    assert "replica_count" in error["message"] and "6" in error["message"] and "2 nodes" in error["message"]
+
+
+def test_without_the_token_nothing_is_answered(endpoint):
+    url = f"http://{endpoint.host}:{endpoint.port}/v1/projects/p/locations/l/customJobs"
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(url, timeout=30)
+    assert info.value.code == 404
+    assert endpoint.token not in api.vertex_request_log().read_text()
+
+
+def test_gtc_vertex_serve_serves_until_ctrl_c_and_never_prints_its_token(endpoint):
+    import signal
+
+    from tests.cli_process import running_gtc
+
+    with running_gtc("vertex", "serve", "--cluster", "vertex", "--port", "0", sigint_ignored=True) as gtc:
+        first = gtc.stdout.readline()
+        assert first.startswith("Vertex AI endpoint for cluster vertex at http://127.0.0.1:"), first
+        port = int(first.split("127.0.0.1:")[1].split("/")[0])
+        served = api.find_vertex_endpoint(port)
+        assert served is not None and served.cluster == "vertex"
+        with urllib.request.urlopen(f"{served.api_endpoint}/v1/projects/p/locations/l/customJobs", timeout=30) as r:
+            assert json.loads(r.read()) == {"customJobs": []}
+        gtc.send_signal(signal.SIGINT)
+        out, _ = gtc.communicate(timeout=60)
+        assert gtc.returncode is not None
+        assert served.token not in first + out
+    assert api.find_vertex_endpoint(port) is None  # its record went with it
+
+
+KERNEL = """
+from IPython.testing.globalipapp import start_ipython
+from google.cloud import aiplatform
+ip = start_ipython()
+ip.run_line_magic("load_ext", "jupyter_gtc")
+ip.run_line_magic("gtc_vertex_local", "vertex")
+aiplatform.init(project="my-project")  # a user's own init later keeps the endpoint
+job = aiplatform.CustomJob(display_name="from-the-magic", worker_pool_specs=[{
+    "machine_spec": {"machine_type": "n2-standard-4"}, "replica_count": 1,
+    "container_spec": {"image_uri": "python:3.11", "command": ["true"]}}])
+job.run()
+print("RESULT", job.resource_name, job.state.name)
+"""
+
+
+def test_the_magic_points_a_fresh_kernel_at_the_endpoint(endpoint, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    for proxy in ("HTTPS_PROXY", "https_proxy"):
+        monkeypatch.setenv(proxy, "http://127.0.0.1:9")
+    done = subprocess.run([sys.executable, "-c", KERNEL], capture_output=True, text=True, timeout=300,
+                          env=os.environ)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = next(line for line in done.stdout.splitlines() if line.startswith("RESULT"))
+    _, name, state = result.split()
+    assert name.startswith("projects/my-project/locations/us-central1/customJobs/") and state == "JOB_STATE_SUCCEEDED"
+    assert api.get_job("from-the-magic", "vertex").state == "COMPLETED"

@@ -1,0 +1,27 @@
+"""Which worker pool each node of a CustomJob's allocation runs, and the CLUSTER_SPEC and
+TF_CONFIG its replica sees: Vertex's numbering, an empty placeholder pool included."""
+
+import json
+
+import pytest
+
+from jupyter_gtc.vertex.task import cluster_env, replica_of
+
+POOLS = [{"replicas": 1}, {"replicas": 2}, None, {"replicas": 1}]  # pool 2 left empty, as the SDK sends it
+HOSTS = ["n0", "n1", "n2", "n3"]
+
+
+def test_nodes_are_handed_out_in_pool_order():
+    assert [replica_of(POOLS, node) for node in range(4)] == [(0, 0), (1, 0), (1, 1), (3, 0)]
+    with pytest.raises(ValueError, match="node 4 is past the 4 replicas"):
+        replica_of(POOLS, 4)
+
+
+def test_cluster_spec_and_tf_config_name_every_replica():
+    env = cluster_env(POOLS, HOSTS, 2, {"job_id": "123", "trial": "4"})
+    spec, tf = json.loads(env["CLUSTER_SPEC"]), json.loads(env["TF_CONFIG"])
+    assert spec["cluster"] == {"workerpool0": ["n0:2222"], "workerpool1": ["n1:2222", "n2:2222"],
+                               "workerpool3": ["n3:2222"]}
+    assert spec["task"] == {"type": "workerpool1", "index": 1, "trial": "4"}
+    assert tf["cluster"] == {"chief": ["n0:2222"], "worker": ["n1:2222", "n2:2222"], "evaluator": ["n3:2222"]}
+    assert tf["task"] == {"type": "worker", "index": 1}

@@ -42,6 +42,7 @@ bench: setup
 	$(PY) bench/remote_poll.py
 	$(PY) bench/remote_submit.py
 	$(PY) bench/recovery.py
+	$(PY) bench/vertex_local.py
 
 clean:
 	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

@@ -433,14 +433,23 @@ def find_vertex_endpoint(port: int | None = None, cluster: str | None = None):
     return vertex_local.find(_clusters().home, port, cluster)
 
 
-def record_vertex_endpoint(cluster: str, host: str, port: int, token: str):
+def record_vertex_endpoint(cluster: str, host: str, port: int, token: str, storage_port: int = 0):
     """For the endpoint's own process, once it listens: (its ``LocalEndpoint``, the file that
     records it for its user alone)."""
     from ._process import this_process
     from .services import vertex_local
 
-    endpoint = vertex_local.LocalEndpoint(cluster, host, port, token, this_process())
+    endpoint = vertex_local.LocalEndpoint(cluster, host, port, token, this_process(), storage_port)
     return endpoint, vertex_local.write_endpoint_file(_clusters().home, endpoint)
+
+
+def start_storage_emulator(host: str = "127.0.0.1", bucket: str | None = None):
+    """A Cloud Storage emulator (gcp-storage-emulator) in this process, serving
+    ``<GTC_HOME>/gcs/<bucket>/<object>`` as ``gs://bucket/object``: where the SDK's uploads
+    land and the local Vertex endpoint's jobs find them. Returns (its server, its port)."""
+    from .services import vertex_local
+
+    return vertex_local.start_storage(_clusters().home / "gcs", host, bucket)
 
 
 def vertex_request_log() -> Path:

@@ -178,9 +178,18 @@ class GtcMagics(Magics):
             cluster = self._cluster(args.cluster)
             endpoint = api.find_vertex_endpoint(args.port, cluster) if args.port else None
             endpoint = endpoint or api.start_vertex_endpoint(cluster, args.port)
-        from google.auth.credentials import AnonymousCredentials
-        from google.cloud import aiplatform
+        import os
 
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import aiplatform, storage
+
+        # The SDK's uploads (from_local_script's package, a local artifact_uri) go to the
+        # endpoint's storage emulator, whose buckets its jobs read.
+        os.environ["STORAGE_EMULATOR_HOST"] = endpoint.storage_host
+        bucket = args.staging_bucket.removeprefix("gs://").split("/")[0]
+        client = storage.Client(project=args.project, credentials=AnonymousCredentials())
+        if client.lookup_bucket(bucket) is None:
+            client.create_bucket(bucket)
         aiplatform.init(project=args.project, location=args.location, staging_bucket=args.staging_bucket,
                         api_endpoint=endpoint.api_endpoint, api_transport="rest", credentials=AnonymousCredentials())
         self.current_cluster = cluster

@@ -16,6 +16,7 @@ import datetime
 import json
 import math
 import secrets
+from pathlib import Path
 from typing import Any
 
 from google.cloud.aiplatform_v1 import types as vx
@@ -127,7 +128,7 @@ class VertexJobs:
     def _submission(self, custom_job: Any, job_id: str) -> tuple[list[str], dict[str, str]]:
         """sbatch's options and the job's environment for ``custom_job``."""
         spec = custom_job.job_spec
-        pools = _pools(spec.worker_pool_specs)
+        pools = _pools(spec.worker_pool_specs, self.jobs.clusters.home / "gcs")
         record = self.store.get_cluster(self.cluster)
         backend = get_backend(record.backend, self.jobs.clusters.home)
         layouts = backend.partitions(backend.parse_spec(record.spec), record.runtime)
@@ -209,9 +210,9 @@ class VertexJobs:
         return to_json(resource)
 
 
-def _pools(specs: Any) -> list[dict[str, Any] | None]:
+def _pools(specs: Any, gcs_root: Path) -> list[dict[str, Any] | None]:
     """Each worker pool as the task runner gets it (``None``: an empty placeholder pool, as the
-    SDK sends for a Reduction Server slot left unused)."""
+    SDK sends for a Reduction Server slot left unused). ``gcs_root`` holds the buckets."""
     if not specs:
         raise SpecError("job_spec.worker_pool_specs", [], "at least one worker pool, the primary (pool 0)")
     pools: list[dict[str, Any] | None] = []
@@ -228,8 +229,9 @@ def _pools(specs: Any) -> list[dict[str, Any] | None]:
         if pool.replica_count < 1:
             raise SpecError(f"{where}.replica_count", pool.replica_count, "1 or more")
         if "python_package_spec" in pool:
-            raise SpecError(f"{where}.python_package_spec", pool.python_package_spec.python_module,
-                            "a container_spec: the local endpoint does not install Python packages yet")
+            pools.append(_python_package(pool.python_package_spec, pool.replica_count, f"{where}.python_package_spec",
+                                         gcs_root))
+            continue
         if "container_spec" not in pool:
             raise SpecError(where, "no program", "a container_spec with the command to run")
         container = pool.container_spec
@@ -246,6 +248,37 @@ def _pools(specs: Any) -> list[dict[str, Any] | None]:
                      f"each pool's command runs on the nodes themselves") if container.image_uri else "",
         })
     return pools
+
+
+def _python_package(spec: Any, replicas: int, where: str, gcs_root: Path) -> dict[str, Any]:
+    """A pool that installs source packages (``gs://`` URIs: files of the local buckets) and runs
+    ``python -m`` their module, as Vertex's prebuilt executor images do."""
+    if not spec.python_module:
+        raise SpecError(f"{where}.python_module", "", "the module to run with python -m (trainer.task)")
+    if not spec.package_uris:
+        raise SpecError(f"{where}.package_uris", [], "the gs:// URIs of the source packages to install")
+    packages = []
+    for uri in spec.package_uris:
+        path = gcs_path(gcs_root, uri, f"{where}.package_uris")
+        if not path.is_file():
+            raise SpecError(f"{where}.package_uris", uri, f"a package in the local buckets; there is no {path}")
+        packages.append(str(path))
+    return {
+        "replicas": replicas,
+        "packages": packages,
+        "argv": ["python", "-m", spec.python_module, *spec.args],
+        "env": {e.name: e.value for e in spec.env},
+        "note": (f"jupyter_gtc: executor image {spec.executor_image_uri} is not run (no container runtime on this "
+                 f"cluster); its packages are installed for the job's Python, without their requirements"),
+    }
+
+
+def gcs_path(gcs_root: Path, uri: str, where: str) -> Path:
+    """Where ``gs://bucket/object`` lies here: ``<gcs_root>/bucket/object`` (what the local
+    storage emulator serves)."""
+    if not uri.startswith("gs://") or "/" not in uri[5:] or ".." in uri.split("/"):
+        raise SpecError(where, uri, "a gs://bucket/object URI")
+    return gcs_root / uri[5:]
 
 
 def _partition_for(layouts: list[PartitionLayout], machine_spec: Any, where: str, cluster: str) -> PartitionLayout:

@@ -37,6 +37,12 @@ class LocalEndpoint:
     port: int
     token: str
     process: dict  # _process.this_process() of the endpoint: pid, host, start time
+    storage_port: int = 0  # its Cloud Storage emulator (gcp-storage-emulator) over <GTC_HOME>/gcs
+
+    @property
+    def storage_host(self) -> str:
+        """``STORAGE_EMULATOR_HOST`` for google-cloud-storage (the SDK's uploads)."""
+        return f"http://{self.host}:{self.storage_port}"
 
     @property
     def api_endpoint(self) -> str:
@@ -62,7 +68,7 @@ def write_endpoint_file(home: Path, endpoint: LocalEndpoint) -> Path:
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump({"cluster": endpoint.cluster, "host": endpoint.host, "port": endpoint.port,
-                   "token": endpoint.token, "process": endpoint.process}, f)
+                   "token": endpoint.token, "process": endpoint.process, "storage_port": endpoint.storage_port}, f)
     os.replace(partial, path)
     return path
 
@@ -115,3 +121,19 @@ def answers(endpoint: LocalEndpoint) -> bool:
             return reply.status == 200
     except (OSError, urllib.error.URLError):
         return False
+
+
+def start_storage(root: Path, host: str, bucket: str | None = None):
+    """gcp-storage-emulator (a maintained pure-Python one, on PyPI) on a free port, its files
+    under ``root`` as ``root/<bucket>/<object>`` (its own index in ``root/.meta``), ``bucket``
+    made if missing. Returns (server, port); ``server.stop()`` ends it."""
+    # The emulator reads where it keeps files from its environment, once, at import: an empty
+    # STORAGE_DIR puts buckets straight under data_dir. Only the endpoint's process imports it.
+    os.environ["STORAGE_DIR"] = ""
+    from gcp_storage_emulator.server import create_server
+
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_ports(1, host)[0]
+    server = create_server(host, port, in_memory=False, default_bucket=bucket, data_dir=str(root))
+    server.start()
+    return server, port

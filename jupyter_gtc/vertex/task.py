@@ -10,7 +10,8 @@ Everything comes in the environment (no shell ever sees the user's command or ar
 ``GTC_VERTEX_POOLS`` the pools as JSON (``[{"replicas", "argv", "env"}, ...]``, ``null`` for
 an empty placeholder pool), ``GTC_VERTEX_HOSTS`` the allocation's host names in Slurm's
 order, comma separated (the batch script expands ``SLURM_JOB_NODELIST`` once), and
-``SLURM_NODEID``. Standard library only: it runs in the job's Python environment.
+``SLURM_NODEID``. A ``python_package_spec`` pool lists ``packages``: installed first, for
+this node, into the job's folder.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import os
 import sys
 
-from .._process import replace_with
+from .._process import replace_with, run
 
 PORT = 2222
 # CLUSTER_SPEC's pool names and TF_CONFIG's task types, by pool index (Vertex's documentation).
@@ -60,6 +61,16 @@ def cluster_env(pools: list[dict | None], hosts: list[str], node: int, job: dict
     }
 
 
+def install(packages: list[str], node: int) -> str:
+    """Install a python_package_spec's source packages for this node (a folder of the job's
+    own, put first on PYTHONPATH): without their requirements, which the job's Python
+    environment provides (nothing is downloaded on the nodes)."""
+    target = os.path.join(os.environ.get("GTC_JOB_DIR", "."), "python", f"node-{node}")
+    run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--disable-pip-version-check", "--target", target, *packages], timeout=600)
+    return target
+
+
 def main() -> None:
     pools = json.loads(os.environ["GTC_VERTEX_POOLS"])
     hosts = os.environ["GTC_VERTEX_HOSTS"].split(",")
@@ -68,6 +79,8 @@ def main() -> None:
     index, replica = replica_of(pools, node)
     pool = pools[index]
     env = {**os.environ, **cluster_env(pools, hosts, node, job), **pool["env"]}
+    if pool.get("packages"):
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [install(pool["packages"], node), env.get("PYTHONPATH")]))
     if pool.get("note") and replica == 0:
         print(pool["note"], file=sys.stderr, flush=True)
     sys.stdout.flush()

@@ -33,6 +33,7 @@ from .. import api
 from ..exceptions import GtcError, InvalidArgument, JobNotFound
 
 log = logging.getLogger("jupyter_gtc.vertex_endpoint")
+DEFAULT_BUCKET = "local-bucket"  # %gtc_vertex_local's staging bucket, there from the start
 
 _PARENT = r"(?P<parent>projects/[^/]+/locations/[^/]+)"
 _JOB = _PARENT + r"/customJobs/(?P<id>[^/:]+)"
@@ -197,7 +198,8 @@ def serve(cluster: str, port: int, host: str = "127.0.0.1", token: str | None = 
     token = token or secrets.token_urlsafe(24)
     api.get_cluster(cluster, with_status=False)  # a cluster that does not exist: say so now, not at a job
     server = EndpointServer((host, port), Endpoint(cluster), token, api.vertex_request_log())
-    endpoint, record = api.record_vertex_endpoint(cluster, host, server.server_address[1], token)
+    storage, storage_port = api.start_storage_emulator(host, DEFAULT_BUCKET)
+    endpoint, record = api.record_vertex_endpoint(cluster, host, server.server_address[1], token, storage_port)
 
     def stop(*_: Any) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -213,6 +215,7 @@ def serve(cluster: str, port: int, host: str = "127.0.0.1", token: str | None = 
     finally:
         record.unlink(missing_ok=True)
         server.server_close()
+        storage.stop()
 
 
 def _end_with(pid: int, stop: Any) -> None:

@@ -44,6 +44,7 @@ def aiplatform(endpoint, monkeypatch):
         monkeypatch.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint.storage_host)  # the SDK's uploads (what the magic sets)
     aiplatform.init(project="local-project", location="us-central1", staging_bucket="gs://local-bucket",
                     api_endpoint=endpoint.api_endpoint, api_transport="rest", credentials=AnonymousCredentials())
     return aiplatform
@@ -110,6 +111,24 @@ def test_submit_then_wait_for_completion_and_list(aiplatform):
     assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
     listed = {j.resource_name: j.state for j in aiplatform.CustomJob.list()}
     assert listed[job.resource_name] == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
+
+
+def test_from_local_script_uploads_installs_and_runs_the_script(aiplatform, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import os, sys\nprint('trained with', sys.argv[1:], 'in', os.environ['CLOUD_ML_JOB_ID'])\n")
+    job = aiplatform.CustomJob.from_local_script(
+        display_name="local-script", script_path=str(script), args=["--lr", "0.1"], replica_count=1,
+        container_uri="us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest",
+        machine_type="n2-standard-4")
+    job.run()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
+    package = job.job_spec.worker_pool_specs[0].python_package_spec.package_uris[0]
+    assert package.startswith("gs://local-bucket/")
+    from jupyter_gtc.state import default_home
+
+    assert (default_home() / "gcs" / package.removeprefix("gs://")).is_file()  # the bucket is a folder here
+    job_id = job.resource_name.rsplit("/", 1)[1]
+    assert f"trained with ['--lr', '0.1'] in {job_id}" in our_job(job).logs()
 
 
 def test_cancel_ends_the_slurm_job(aiplatform):

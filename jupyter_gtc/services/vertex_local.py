@@ -27,7 +27,7 @@ from .._ports import free_ports
 from ..exceptions import GtcError
 
 TOKEN_VARIABLE = "GTC_VERTEX_TOKEN"  # api.VERTEX_TOKEN_VARIABLE: how the endpoint gets its token
-READY_TIMEOUT = 60.0  # the endpoint imports the SDK's types first: seconds on a busy machine
+READY_TIMEOUT = 120.0  # it imports the SDK's types first: 4 s here, far more on a loaded machine
 
 
 @dataclass(frozen=True)

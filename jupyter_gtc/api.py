@@ -416,6 +416,14 @@ def vertex_jobs(cluster: str):
     return VertexJobs(_jobs(), cluster)
 
 
+def vertex_tuning_jobs(cluster: str):
+    """Vertex AI's HyperparameterTuningJobs served from studies on ``cluster``
+    (``services/vertex_tuning.py``); heavy as ``vertex_jobs``."""
+    from .services.vertex_tuning import VertexTuningJobs
+
+    return VertexTuningJobs(_jobs(), _tuning(), cluster)
+
+
 def start_vertex_endpoint(cluster: str, port: int | None = None):
     """A local Vertex endpoint for ``cluster`` (``gtc vertex serve`` in a child of this
     process, ending with it), or the one running already; its ``api_endpoint`` is what
@@ -459,4 +467,4 @@ def vertex_request_log() -> Path:
     return folder / "requests.log"
 
 
-__all__ += ["vertex_jobs", "start_vertex_endpoint", "find_vertex_endpoint", "VERTEX_TOKEN_VARIABLE"]
+__all__ += ["vertex_jobs", "vertex_tuning_jobs", "start_vertex_endpoint", "find_vertex_endpoint", "VERTEX_TOKEN_VARIABLE"]

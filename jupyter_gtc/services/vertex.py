@@ -78,50 +78,88 @@ def new_id() -> str:
     return str(10**18 + secrets.randbelow(9 * 10**18))
 
 
-class VertexJobs:
-    """CustomJobs of the projects/P/locations/L the endpoint serves, run on ``cluster``."""
+class VertexCollection:
+    """One collection of Vertex jobs (``kind``: customJobs, hyperparameterTuningJobs) under the
+    projects/P/locations/L the endpoint serves, run on ``cluster``. Subclasses say how a request
+    becomes our job or study (``_start``), and how that looks as the resource (``_resource``)."""
+
+    kind = ""
+    message_type: Any = None
 
     def __init__(self, jobs: JobService, cluster: str):
         self.jobs = jobs
         self.store = jobs.store
         self.cluster = cluster
 
-    # -- the API's methods -----------------------------------------------------------
-
     def create(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
-        custom_job = parse(vx.CustomJob, body, "google.cloud.aiplatform.v1.CustomJob")
-        if not custom_job.display_name:
+        message = parse(self.message_type, body, self.message_type.meta.full_name)
+        if not message.display_name:
             raise SpecError("display_name", "", "a name for the job; the SDK's display_name=")
         job_id = new_id()
-        name = f"{parent}/customJobs/{job_id}"
-        options, env = self._submission(custom_job, job_id)
-        job = self.jobs.submit(self.cluster, SCRIPT, options, env=env, default_name=custom_job.display_name)
-        record = VertexJobRecord(name, parent, self.cluster, job.id, to_json(custom_job))
+        record = VertexJobRecord(f"{parent}/{self.kind}/{job_id}", self.kind, parent, self.cluster, "",
+                                 to_json(message))
+        record.ref = self._start(message, job_id)
         self.store.add_vertex_job(record)
-        return self._resource(record, job)
+        return self._resource(record)
 
     def get(self, name: str) -> dict[str, Any]:
-        record = self._record(name)
-        return self._resource(record, self._job(record))
+        return self._resource(self._record(name))
 
     def list(self, parent: str) -> list[dict[str, Any]]:
-        return [self._resource(r, self._job(r)) for r in self.store.find_vertex_jobs(parent)]
+        return [self._resource(r) for r in self.store.find_vertex_jobs(parent, self.kind)]
 
     def cancel(self, name: str) -> None:
         record = self._record(name)
-        job = self._job(record)
-        if job is not None and not job.finished:
+        if self._running(record):
             self.store.mark_vertex_job_cancelled(name)
-            job.cancel()
+            self._cancel(record)
 
     def delete(self, name: str) -> None:
         """Forget the job; refused while it runs, as Vertex refuses (cancel it first)."""
         record = self._record(name)
-        job = self._job(record)
-        if job is not None and not job.finished:
-            raise ClusterBusy(record.cluster, f"CustomJob {name} is {STATES.get(job.state, _STATE.JOB_STATE_PENDING).name}; "
-                                              f"cancel it and delete it once it has ended")
+        if self._running(record):
+            raise ClusterBusy(record.cluster, f"{self.message_type.meta.full_name.rsplit('.', 1)[1]} {name} is "
+                                              f"still running; cancel it and delete it once it has ended")
         self.store.remove_vertex_job(name)
+
+    def _record(self, name: str) -> VertexJobRecord:
+        record = self.store.get_vertex_job(name)
+        if record is None or record.kind != self.kind:
+            raise JobNotFound(name, message=f"The {self.kind[:-1]} does not exist: {name}")
+        return record
+
+    # -- what a subclass says ---------------------------------------------------------
+
+    def _start(self, message: Any, job_id: str) -> str:
+        """Submit ``message``'s job or study; returns its ``ref``."""
+        raise NotImplementedError
+
+    def _running(self, record: VertexJobRecord) -> bool:
+        raise NotImplementedError
+
+    def _cancel(self, record: VertexJobRecord) -> None:
+        raise NotImplementedError
+
+    def _resource(self, record: VertexJobRecord) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class VertexJobs(VertexCollection):
+    """CustomJobs: each one Slurm job."""
+
+    kind = "customJobs"
+    message_type = vx.CustomJob
+
+    def _start(self, custom_job: Any, job_id: str) -> str:
+        options, env = self._submission(custom_job, job_id)
+        return self.jobs.submit(self.cluster, SCRIPT, options, env=env, default_name=custom_job.display_name).id
+
+    def _running(self, record: VertexJobRecord) -> bool:
+        job = self._job(record)
+        return job is not None and not job.finished
+
+    def _cancel(self, record: VertexJobRecord) -> None:
+        self._job(record).cancel()
 
     # -- a request as a job ----------------------------------------------------------
 
@@ -173,25 +211,20 @@ class VertexJobs:
 
     # -- a job as the resource -------------------------------------------------------
 
-    def _record(self, name: str) -> VertexJobRecord:
-        record = self.store.get_vertex_job(name)
-        if record is None:
-            raise JobNotFound(name, message=f"The CustomJob does not exist: {name}")
-        return record
-
     def _job(self, record: VertexJobRecord) -> Job | None:
         try:
-            return self.jobs.get(record.slurm_id, record.cluster)
+            return self.jobs.get(record.ref, record.cluster)
         except JobNotFound:
             return None  # its cluster was deleted and made again: the job is gone
 
-    def _resource(self, record: VertexJobRecord, job: Job | None) -> dict[str, Any]:
+    def _resource(self, record: VertexJobRecord) -> dict[str, Any]:
+        job = self._job(record)
         resource = vx.CustomJob.from_json(json.dumps(record.body))
         resource.name = record.name
         resource.create_time = _time(record.created_at)
         if job is None:
             resource.state = _STATE.JOB_STATE_FAILED
-            resource.error = {"code": 5, "message": f"its Slurm job {record.slurm_id} on {record.cluster} is gone"}
+            resource.error = {"code": 5, "message": f"its Slurm job {record.ref} on {record.cluster} is gone"}
             return to_json(resource)
         state = STATES.get(job.state, _STATE.JOB_STATE_PENDING)
         if record.cancelled and state not in FINAL:

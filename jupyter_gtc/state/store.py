@@ -63,12 +63,13 @@ class JobRecord:
 
 @dataclass
 class VertexJobRecord:
-    """A CustomJob of the local Vertex endpoint: its resource name and request, and our job."""
+    """A job of the local Vertex endpoint: its resource name and request, and our job or study."""
 
     name: str        # projects/P/locations/L/customJobs/ID
+    kind: str        # customJobs or hyperparameterTuningJobs
     parent: str      # projects/P/locations/L
     cluster: str
-    slurm_id: str
+    ref: str         # our job's Slurm id, or our study's name
     body: dict[str, Any]  # the CustomJob as created, camelCase JSON
     cancelled: bool = False
     created_at: float = 0.0
@@ -290,9 +291,9 @@ class Store:
     def add_vertex_job(self, record: VertexJobRecord) -> None:
         record.created_at = time.time()
         with self._connect() as db:
-            db.execute("INSERT INTO vertex_jobs (name, parent, cluster, slurm_id, body, cancelled, created_at)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (record.name, record.parent, record.cluster, record.slurm_id, json.dumps(record.body),
+            db.execute("INSERT INTO vertex_jobs (name, kind, parent, cluster, ref, body, cancelled, created_at)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (record.name, record.kind, record.parent, record.cluster, record.ref, json.dumps(record.body),
                         int(record.cancelled), record.created_at))
 
     def get_vertex_job(self, name: str) -> VertexJobRecord | None:
@@ -300,10 +301,11 @@ class Store:
             row = db.execute("SELECT * FROM vertex_jobs WHERE name = ?", (name,)).fetchone()
         return _vertex_job(row) if row else None
 
-    def find_vertex_jobs(self, parent: str) -> list[VertexJobRecord]:
-        """The CustomJobs under ``parent`` (projects/P/locations/L), newest first."""
+    def find_vertex_jobs(self, parent: str, kind: str) -> list[VertexJobRecord]:
+        """The jobs of ``kind`` under ``parent`` (projects/P/locations/L), newest first."""
         with self._connect() as db:
-            rows = db.execute("SELECT * FROM vertex_jobs WHERE parent = ? ORDER BY created_at DESC", (parent,))
+            rows = db.execute("SELECT * FROM vertex_jobs WHERE parent = ? AND kind = ? ORDER BY created_at DESC",
+                              (parent, kind))
             return [_vertex_job(r) for r in rows]
 
     def mark_vertex_job_cancelled(self, name: str) -> None:
@@ -392,8 +394,8 @@ def _job(row: sqlite3.Row) -> JobRecord:
 
 
 def _vertex_job(row: sqlite3.Row) -> VertexJobRecord:
-    return VertexJobRecord(row["name"], row["parent"], row["cluster"], row["slurm_id"], json.loads(row["body"]),
-                           bool(row["cancelled"]), row["created_at"])
+    return VertexJobRecord(row["name"], row["kind"], row["parent"], row["cluster"], row["ref"],
+                           json.loads(row["body"]), bool(row["cancelled"]), row["created_at"])
 
 
 def _study(row: sqlite3.Row) -> StudyRecord:

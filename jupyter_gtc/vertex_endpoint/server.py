@@ -1,5 +1,6 @@
 """The local Vertex endpoint's HTTP server: routes of Vertex AI's ``JobService`` (v1, REST)
-for ``customJobs`` and their operations, each answered by ``api.vertex_jobs``.
+for ``customJobs`` and ``hyperparameterTuningJobs`` and their operations, answered by
+``api.vertex_jobs`` and ``api.vertex_tuning_jobs``.
 
 Every path starts with the endpoint's token (``/TOKEN/v1/...``), compared in constant time;
 anything else is 404 without a word on why. It listens on loopback unless told otherwise.
@@ -36,45 +37,47 @@ log = logging.getLogger("jupyter_gtc.vertex_endpoint")
 DEFAULT_BUCKET = "local-bucket"  # %gtc_vertex_local's staging bucket, there from the start
 
 _PARENT = r"(?P<parent>projects/[^/]+/locations/[^/]+)"
-_JOB = _PARENT + r"/customJobs/(?P<id>[^/:]+)"
+_COLLECTION = r"(?P<collection>customJobs|hyperparameterTuningJobs)"
+_JOB = _PARENT + "/" + _COLLECTION + r"/(?P<id>[^/:]+)"
 # (method, path after /v1/ or /ui/, handler name); the first match answers.
 ROUTES = [
-    ("POST", re.compile(_PARENT + r"/customJobs"), "create_custom_job"),
-    ("GET", re.compile(_PARENT + r"/customJobs"), "list_custom_jobs"),
-    ("GET", re.compile(_JOB), "get_custom_job"),
-    ("POST", re.compile(_JOB + r":cancel"), "cancel_custom_job"),
-    ("DELETE", re.compile(_JOB), "delete_custom_job"),
+    ("POST", re.compile(_PARENT + "/" + _COLLECTION), "create"),
+    ("GET", re.compile(_PARENT + "/" + _COLLECTION), "list"),
+    ("GET", re.compile(_JOB), "get"),
+    ("POST", re.compile(_JOB + r":cancel"), "cancel"),
+    ("DELETE", re.compile(_JOB), "delete"),
     ("GET", re.compile(_JOB + r"/operations/(?P<op>[^/]+)"), "get_operation"),
 ]
 
 
 class Endpoint:
-    """The API's methods over ``api.vertex_jobs(cluster)``; operations kept in memory (a
-    delete finishes at once: its operation is done when answered)."""
+    """The API's methods over ``api.vertex_jobs`` and ``api.vertex_tuning_jobs`` for one cluster;
+    operations kept in memory (a delete finishes at once: its operation is done when answered)."""
 
     def __init__(self, cluster: str):
-        self.jobs = api.vertex_jobs(cluster)
+        self.collections = {"customJobs": api.vertex_jobs(cluster),
+                            "hyperparameterTuningJobs": api.vertex_tuning_jobs(cluster)}
         self.operations: dict[str, dict[str, Any]] = {}
 
-    def create_custom_job(self, body: dict[str, Any], parent: str, **_: str) -> dict[str, Any]:
-        return self.jobs.create(parent, body)
+    def create(self, body: dict[str, Any], parent: str, collection: str) -> dict[str, Any]:
+        return self.collections[collection].create(parent, body)
 
-    def list_custom_jobs(self, query: dict[str, str], parent: str, **_: str) -> dict[str, Any]:
+    def list(self, query: dict[str, str], parent: str, collection: str) -> dict[str, Any]:
         if query.get("filter"):
             raise InvalidArgument(f"filter: {query['filter']!r} is not supported by the local endpoint; "
                                   f"list without one and filter the jobs in Python")
-        return {"customJobs": self.jobs.list(parent)}
+        return {collection: self.collections[collection].list(parent)}
 
-    def get_custom_job(self, parent: str, id: str, **_: str) -> dict[str, Any]:
-        return self.jobs.get(f"{parent}/customJobs/{id}")
+    def get(self, parent: str, collection: str, id: str) -> dict[str, Any]:
+        return self.collections[collection].get(f"{parent}/{collection}/{id}")
 
-    def cancel_custom_job(self, parent: str, id: str, **_: str) -> dict[str, Any]:
-        self.jobs.cancel(f"{parent}/customJobs/{id}")
+    def cancel(self, parent: str, collection: str, id: str) -> dict[str, Any]:
+        self.collections[collection].cancel(f"{parent}/{collection}/{id}")
         return {}
 
-    def delete_custom_job(self, parent: str, id: str, **_: str) -> dict[str, Any]:
-        name = f"{parent}/customJobs/{id}"
-        self.jobs.delete(name)
+    def delete(self, parent: str, collection: str, id: str) -> dict[str, Any]:
+        name = f"{parent}/{collection}/{id}"
+        self.collections[collection].delete(name)
         operation = {
             "name": f"{name}/operations/{secrets.randbelow(10**18)}",
             "metadata": {"@type": "type.googleapis.com/google.cloud.aiplatform.v1.DeleteOperationMetadata",
@@ -85,8 +88,8 @@ class Endpoint:
         self.operations[operation["name"]] = operation
         return operation
 
-    def get_operation(self, parent: str, id: str, op: str, **_: str) -> dict[str, Any]:
-        name = f"{parent}/customJobs/{id}/operations/{op}"
+    def get_operation(self, parent: str, collection: str, id: str, op: str) -> dict[str, Any]:
+        name = f"{parent}/{collection}/{id}/operations/{op}"
         if name not in self.operations:
             raise JobNotFound(name, message=f"The operation does not exist: {name}")
         return self.operations[name]
@@ -140,9 +143,9 @@ class Handler(BaseHTTPRequestHandler):
             if verb == method and match:
                 try:
                     kwargs = match.groupdict()
-                    if method == "POST" and name == "create_custom_job":
+                    if name == "create":
                         kwargs["body"] = _json(body)
-                    if name == "list_custom_jobs":
+                    if name == "list":
                         kwargs["query"] = params
                     return 200, getattr(self.server.endpoint, name)(**kwargs)
                 except GtcError as e:

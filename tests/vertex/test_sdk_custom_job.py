@@ -156,6 +156,34 @@ def test_delete_forgets_a_finished_job_and_refuses_a_running_one(aiplatform):
         aiplatform.CustomJob.get(running.resource_name)
 
 
+OBJECTIVE = ("import sys, hypertune; x = float(sys.argv[1].split('=')[1]); "
+             "hypertune.HyperTune().report_hyperparameter_tuning_metric("
+             "hyperparameter_metric_tag='loss', metric_value=(x - 1) ** 2, global_step=1)")
+
+
+def test_a_tuning_job_runs_its_trials_as_slurm_jobs_and_reports_the_best(aiplatform):
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+
+    trial = aiplatform.CustomJob(display_name="trial", worker_pool_specs=[pool(["python3", "-c", OBJECTIVE])])
+    job = aiplatform.HyperparameterTuningJob(
+        display_name="tune-x", custom_job=trial, metric_spec={"loss": "minimize"},
+        parameter_spec={"x": hpt.DoubleParameterSpec(min=-2, max=2, scale="linear")},
+        max_trial_count=4, parallel_trial_count=2, search_algorithm="random")
+    job.run()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
+    trials = job.trials
+    assert len(trials) == 4 and {t.state.name for t in trials} == {"SUCCEEDED"}
+    for t in trials:  # each trial's measurement is its own program's report for its own x
+        (x,) = [p.value for p in t.parameters if p.parameter_id == "x"]
+        (loss,) = [m.value for m in t.final_measurement.metrics if m.metric_id == "loss"]
+        assert abs(loss - (x - 1) ** 2) < 1e-9
+    best = min(trials, key=lambda t: t.final_measurement.metrics[0].value)
+    study = api.get_study(f"hpt-{job.resource_name.rsplit('/', 1)[1]}")
+    assert study.best_trial.trial_id == best.id
+    ran = {j.id: j.state for j in api.list_jobs("vertex", foreign=False)}
+    assert [ran[t.job_id] for t in study.snapshot().trials] == ["COMPLETED"] * 4  # each trial a Slurm job
+
+
 def test_a_misspelled_field_is_refused_and_nothing_runs(endpoint):
     before = len(api.list_jobs("vertex", foreign=False))
     body = {"displayName": "typo", "jobSpec": {"workerPoolSpec": [pool(["true"])]}}

@@ -1,0 +1,104 @@
+"""Vertex AI's HyperparameterTuningJob (aiplatform v1) served from our studies: each one a
+study of our tuning engine on the endpoint's cluster, its trials Slurm jobs, and the resource
+reporting them as Vertex does (``trials[]`` with parameters and final measurements, the state
+of the whole). The request is already a tuning spec in Vertex's form: ``parse_tuning_spec``
+takes it as it is, ``trial_job_spec`` becoming each trial's sbatch script.
+
+Heavy like ``vertex.py`` (the SDK's types): only the endpoint's process imports it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.cloud.aiplatform_v1 import types as vx
+
+from ..exceptions import SpecError, StudyNotFound
+from ..state.store import VertexJobRecord
+from .jobs import JobService
+from .tuning import Study, TuningService
+from .vertex import VertexCollection, _time, to_json
+
+_STATE = vx.JobState
+# Our studies' states as Vertex names a tuning job's.
+STUDY_STATES = {"RUNNING": _STATE.JOB_STATE_RUNNING, "STOPPING": _STATE.JOB_STATE_CANCELLING,
+                "SUCCEEDED": _STATE.JOB_STATE_SUCCEEDED, "FAILED": _STATE.JOB_STATE_FAILED,
+                "STOPPED": _STATE.JOB_STATE_CANCELLED}
+# Optuna's trial states as Vertex's: a trial stopped early has ended with its last measurement.
+TRIAL_STATES = {"RUNNING": vx.Trial.State.ACTIVE, "COMPLETE": vx.Trial.State.SUCCEEDED,
+                "PRUNED": vx.Trial.State.SUCCEEDED, "FAIL": vx.Trial.State.INFEASIBLE}
+
+
+class VertexTuningJobs(VertexCollection):
+    """HyperparameterTuningJobs: each one study, driven by a thread of the endpoint's process."""
+
+    kind = "hyperparameterTuningJobs"
+    message_type = vx.HyperparameterTuningJob
+
+    def __init__(self, jobs: JobService, tuning: TuningService, cluster: str):
+        super().__init__(jobs, cluster)
+        self.tuning = tuning
+
+    def _start(self, message: Any, job_id: str) -> str:
+        body = to_json(message)
+        for index, pool in enumerate(body.get("trialJobSpec", {}).get("workerPoolSpecs", [])):
+            if "pythonPackageSpec" in pool:
+                raise SpecError(f"trial_job_spec.worker_pool_specs[{index}].python_package_spec",
+                                pool["pythonPackageSpec"].get("pythonModule"),
+                                "a container_spec: the local endpoint's tuning trials do not install packages yet")
+        return self.tuning.create(self.cluster, body, name=f"hpt-{job_id}").name
+
+    def _study(self, record: VertexJobRecord) -> Study | None:
+        try:
+            return self.tuning.get(record.ref)
+        except StudyNotFound:
+            return None
+
+    def _running(self, record: VertexJobRecord) -> bool:
+        study = self._study(record)
+        return study is not None and not study.finished
+
+    def _cancel(self, record: VertexJobRecord) -> None:
+        self.tuning.stop(record.ref)
+
+    def _resource(self, record: VertexJobRecord) -> dict[str, Any]:
+        resource = vx.HyperparameterTuningJob.from_json(json.dumps(record.body))
+        resource.name = record.name
+        resource.create_time = _time(record.created_at)
+        study = self._study(record)
+        if study is None:
+            resource.state = _STATE.JOB_STATE_FAILED
+            resource.error = {"code": 5, "message": f"its study {record.ref} is gone"}
+            return to_json(resource)
+        snapshot = study.snapshot()
+        state = STUDY_STATES.get(snapshot.state, _STATE.JOB_STATE_RUNNING)
+        if record.cancelled and state == _STATE.JOB_STATE_RUNNING:
+            state = _STATE.JOB_STATE_CANCELLING
+        resource.state = state
+        if state == _STATE.JOB_STATE_FAILED:
+            resource.error = {"code": 3, "message": snapshot.reason or "the study failed"}
+        started = [t.started for t in snapshot.trials if t.started]
+        if started:
+            resource.start_time = _time(min(started))
+        if study.finished:
+            ended = [t.finished for t in snapshot.trials if t.finished]
+            resource.end_time = _time(max(ended) if ended else record.created_at)
+        resource.trials = [_trial(t, snapshot.metric) for t in snapshot.trials]
+        return to_json(resource)
+
+
+def _trial(t: Any, metric: str) -> vx.Trial:
+    """One of our trials as Vertex reports it."""
+    trial = vx.Trial(id=t.trial_id, state=TRIAL_STATES.get(t.state, vx.Trial.State.ACTIVE),
+                     parameters=[vx.Trial.Parameter(parameter_id=k, value=v) for k, v in t.params.items()])
+    if t.started:
+        trial.start_time = _time(t.started)
+    if t.finished:
+        trial.end_time = _time(t.finished)
+    if t.value is not None and t.state in ("COMPLETE", "PRUNED"):
+        trial.final_measurement = vx.Measurement(step_count=t.step or 0,
+                                                 metrics=[vx.Measurement.Metric(metric_id=metric, value=t.value)])
+    if t.state == "FAIL" and t.reason:
+        trial.infeasible_reason = t.reason
+    return trial

@@ -457,7 +457,12 @@ def start_storage_emulator(host: str = "127.0.0.1", bucket: str | None = None):
     land and the local Vertex endpoint's jobs find them. Returns (its server, its port)."""
     from .services import vertex_local
 
-    return vertex_local.start_storage(_clusters().home / "gcs", host, bucket)
+    return vertex_local.start_storage(gcs_root(), host, bucket)
+
+
+def gcs_root() -> Path:
+    """The folder the local Vertex endpoint's buckets are: ``gs://b/o`` is ``gcs_root() / "b/o"``."""
+    return _clusters().home / "gcs"
 
 
 def vertex_request_log() -> Path:

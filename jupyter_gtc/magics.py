@@ -186,6 +186,7 @@ class GtcMagics(Magics):
         # The SDK's uploads (from_local_script's package, a local artifact_uri) go to the
         # endpoint's storage emulator, whose buckets its jobs read.
         os.environ["STORAGE_EMULATOR_HOST"] = endpoint.storage_host
+        os.environ["GTC_GCS_MOUNT"] = str(api.gcs_root())  # gs:// as files here, as /gcs/ is on Vertex AI
         bucket = args.staging_bucket.removeprefix("gs://").split("/")[0]
         client = storage.Client(project=args.project, credentials=AnonymousCredentials())
         if client.lookup_bucket(bucket) is None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..exceptions import SpecError, SpecErrors
 from .distributed import PARALLEL_MODES
 from .models import check_model
+from .paths import output_path
 
 
 def _f(default, help: str):
@@ -59,7 +60,7 @@ class PretrainConfig:
 
     def _aip(self, variable: str, sub: str) -> Path:
         if os.environ.get(variable):
-            return Path(os.environ[variable])
+            return output_path(os.environ[variable])
         return Path(self.output_dir or "recipe-output") / sub
 
     def validate(self) -> "PretrainConfig":

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import SpecError, SpecErrors
+from .paths import output_path
 
 INIT_EXPECTED = ("a folder with config.json, e.g. a pretraining job's model/ folder "
                  "(or an SFT job's LoRA adapter folder, with adapter_config.json)")
@@ -90,7 +91,7 @@ class JobDirs:
     @classmethod
     def from_env(cls, output_dir: str) -> JobDirs:
         base = Path(output_dir).expanduser().absolute()  # recipe.json records paths: no relative ones
-        env = {name: Path(os.environ[name]).absolute() for name in
+        env = {name: output_path(os.environ[name]).absolute() for name in
                ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR") if os.environ.get(name)}
         return cls(model=env.get("AIP_MODEL_DIR", base / "model"),
                    checkpoints=env.get("AIP_CHECKPOINT_DIR", base / "checkpoints"),

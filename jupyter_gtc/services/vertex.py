@@ -36,6 +36,9 @@ SCRIPT = """#!/bin/bash
 # running its worker pool's program (python -m jupyter_gtc.vertex.task).
 [ -n "${GTC_VERTEX_NOTE:-}" ] && printf '%s\\n' "$GTC_VERTEX_NOTE"
 export GTC_VERTEX_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+# PyTorch's MASTER_PORT: one free on this node (replica 0's) now; a fixed one is another job's
+# too where jobs share a host (a local cluster's nodes), as catalogue.py's torchrun jobs found.
+export GTC_VERTEX_MASTER_PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
 srun --kill-on-bad-exit=1 --ntasks-per-node=1 python -m jupyter_gtc.vertex.task
 """
 
@@ -166,7 +169,8 @@ class VertexJobs(VertexCollection):
     def _submission(self, custom_job: Any, job_id: str) -> tuple[list[str], dict[str, str]]:
         """sbatch's options and the job's environment for ``custom_job``."""
         spec = custom_job.job_spec
-        pools = _pools(spec.worker_pool_specs, self.jobs.clusters.home / "gcs")
+        gcs_root = self.jobs.clusters.home / "gcs"  # api.gcs_root()
+        pools = _pools(spec.worker_pool_specs, gcs_root)
         record = self.store.get_cluster(self.cluster)
         backend = get_backend(record.backend, self.jobs.clusters.home)
         layouts = backend.partitions(backend.parse_spec(record.spec), record.runtime)
@@ -199,7 +203,9 @@ class VertexJobs(VertexCollection):
             if pool:
                 pool["env"]["CLOUD_ML_JOB_ID"] = job_id  # over the TaskProlog's, which is Slurm's id
                 notes.append(pool.pop("note"))
-        env = {"GTC_VERTEX_POOLS": json.dumps(pools), "GTC_VERTEX_JOB": json.dumps({"job_id": job_id})}
+        env = {"GTC_VERTEX_POOLS": json.dumps(pools), "GTC_VERTEX_JOB": json.dumps({"job_id": job_id}),
+               # Where gs:// URIs are files here, as Cloud Storage FUSE's /gcs is on Vertex AI.
+               "GTC_GCS_MOUNT": str(gcs_root)}
         if any(notes):
             env["GTC_VERTEX_NOTE"] = "; ".join(dict.fromkeys(n for n in notes if n))
         output = spec.base_output_directory.output_uri_prefix if "base_output_directory" in spec else ""

@@ -39,7 +39,8 @@ def replica_of(pools: list[dict | None], node: int) -> tuple[int, int]:
 
 
 def cluster_env(pools: list[dict | None], hosts: list[str], node: int, job: dict) -> dict[str, str]:
-    """CLUSTER_SPEC and TF_CONFIG for the replica on ``node``, as Vertex sets them."""
+    """CLUSTER_SPEC and TF_CONFIG for the replica on ``node``, as Vertex sets them, and for a
+    job of several replicas PyTorch's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK."""
     cluster: dict[str, list[str]] = {}
     tf_cluster: dict[str, list[str]] = {}
     first = 0
@@ -52,12 +53,17 @@ def cluster_env(pools: list[dict | None], hosts: list[str], node: int, job: dict
         first += pool["replicas"]
     index, replica = replica_of(pools, node)
     task = {"type": f"workerpool{index}", "index": replica}
+    torch = {}
+    if first > 1:  # PyTorch's env:// rendezvous, as Vertex's PyTorch containers set it: a process a replica
+        torch = {"MASTER_ADDR": hosts[0], "MASTER_PORT": os.environ.get("GTC_VERTEX_MASTER_PORT", "23456"),
+                 "WORLD_SIZE": str(first), "RANK": str(node), "LOCAL_RANK": "0"}
     if job.get("trial"):
         task["trial"] = job["trial"]
     return {
         "CLUSTER_SPEC": json.dumps({"cluster": cluster, "environment": "cloud", "task": task, "job": job}),
         "TF_CONFIG": json.dumps({"cluster": tf_cluster, "task": {"type": TF_TYPES[index], "index": replica},
                                  "environment": "cloud", "job": job}),
+        **torch,
     }
 
 

@@ -25,3 +25,11 @@ def test_cluster_spec_and_tf_config_name_every_replica():
     assert spec["task"] == {"type": "workerpool1", "index": 1, "trial": "4"}
     assert tf["cluster"] == {"chief": ["n0:2222"], "worker": ["n1:2222", "n2:2222"], "evaluator": ["n3:2222"]}
     assert tf["task"] == {"type": "worker", "index": 1}
+
+
+def test_several_replicas_get_pytorchs_rendezvous(monkeypatch):
+    monkeypatch.setenv("GTC_VERTEX_MASTER_PORT", "41000")
+    env = cluster_env(POOLS, HOSTS, 3, {})
+    assert {k: env[k] for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")} == {
+        "MASTER_ADDR": "n0", "MASTER_PORT": "41000", "WORLD_SIZE": "4", "RANK": "3"}
+    assert "RANK" not in cluster_env([{"replicas": 1}], ["n0"], 0, {})  # one replica: a world of one

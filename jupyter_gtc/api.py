@@ -472,4 +472,5 @@ def vertex_request_log() -> Path:
     return folder / "requests.log"
 
 
-__all__ += ["vertex_jobs", "vertex_tuning_jobs", "start_vertex_endpoint", "find_vertex_endpoint", "VERTEX_TOKEN_VARIABLE"]
+__all__ += ["vertex_jobs", "vertex_tuning_jobs", "start_vertex_endpoint", "find_vertex_endpoint", "gcs_root",
+            "VERTEX_TOKEN_VARIABLE"]

@@ -76,6 +76,26 @@ def to_json(message: Any) -> dict[str, Any]:
                                             including_default_value_fields=False))
 
 
+def with_zeros(message: Any) -> dict[str, Any]:
+    """``message`` as JSON with its numbers at 0 spelled out. A proto3 client leaves every field
+    at its default out of the request, a 0 it means included (``minValue: 0``), and the real
+    service reads an absent number as 0; ``to_json`` leaves them out too. Unset enums, empty
+    strings, lists and objects stay out, as a client that never set them means."""
+    full = json.loads(type(message).to_json(message, use_integers_for_enums=False,
+                                            including_default_value_fields=True))
+    return _without_unset(full)
+
+
+def _without_unset(value: Any) -> Any:
+    if isinstance(value, dict):
+        kept = {k: _without_unset(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in ("", [], {}) and not
+                (isinstance(v, str) and v.endswith("_UNSPECIFIED"))}
+    if isinstance(value, list):
+        return [_without_unset(v) for v in value]
+    return value
+
+
 def new_id() -> str:
     """A job id as Vertex makes them: 19 decimal digits."""
     return str(10**18 + secrets.randbelow(9 * 10**18))
@@ -182,7 +202,8 @@ class VertexJobs(VertexCollection):
             chosen = _partition_for(layouts, pool.machine_spec, where, self.cluster)
             if partition is not None and chosen.name != partition.name:
                 raise SpecError(where, pool.machine_spec.machine_type,
-                                f"worker pool 0 runs on partition {partition.name} and this one on {chosen.name}; pools "
+                                f"worker pool 0 runs on partition {partition.name} and this one on {chosen.name}; "
+                                f"pools "
                                 f"on different machines need a heterogeneous Slurm job, which the local endpoint does "
                                 f"not make yet: give every pool one of partition {partition.name}'s machine types")
             partition = chosen

@@ -18,7 +18,7 @@ from ..exceptions import SpecError, StudyNotFound
 from ..state.store import VertexJobRecord
 from .jobs import JobService
 from .tuning import Study, TuningService
-from .vertex import VertexCollection, _time, to_json
+from .vertex import VertexCollection, _time, to_json, with_zeros
 
 _STATE = vx.JobState
 # Our studies' states as Vertex names a tuning job's.
@@ -41,7 +41,7 @@ class VertexTuningJobs(VertexCollection):
         self.tuning = tuning
 
     def _start(self, message: Any, job_id: str) -> str:
-        body = to_json(message)
+        body = with_zeros(message)  # a parameter's bound of 0 is absent from the request
         for index, pool in enumerate(body.get("trialJobSpec", {}).get("workerPoolSpecs", [])):
             if "pythonPackageSpec" in pool:
                 raise SpecError(f"trial_job_spec.worker_pool_specs[{index}].python_package_spec",

@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 
 from jupyter_gtc import api
+from tests.conftest import sleep_until
 
 pytestmark = pytest.mark.slurm
 
@@ -86,7 +87,8 @@ def test_run_completes_a_two_node_job_with_vertex_environment(aiplatform):
     job_id = job.resource_name.rsplit("/", 1)[1]
     assert {r["CLOUD_ML_JOB_ID"] for r in replicas} == {job_id}
     # The SDK made base_output_directory a folder of the staging bucket; Vertex's AIP_* follow it.
-    assert replicas[0]["AIP_MODEL_DIR"].startswith("gs://local-bucket/") and replicas[0]["AIP_MODEL_DIR"].endswith("/model/")
+    model_dir = replicas[0]["AIP_MODEL_DIR"]
+    assert model_dir.startswith("gs://local-bucket/") and model_dir.endswith("/model/")
     calls = requests_logged()[before:]
     assert calls[0]["method"] == "POST" and calls[0]["path"].startswith("/v1/projects/local-project/locations/"
                                                                         "us-central1/customJobs")
@@ -182,6 +184,46 @@ def test_a_tuning_job_runs_its_trials_as_slurm_jobs_and_reports_the_best(aiplatf
     assert study.best_trial.trial_id == best.id
     ran = {j.id: j.state for j in api.list_jobs("vertex", foreign=False)}
     assert [ran[t.job_id] for t in study.snapshot().trials] == ["COMPLETED"] * 4  # each trial a Slurm job
+
+
+def test_cancelling_a_tuning_job_stops_its_trials(aiplatform):
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+
+    # Vertex appends the hyperparameters to the command: bash -c takes them as $1.. and ignores them.
+    trial = aiplatform.CustomJob(display_name="slow-trial",
+                                 worker_pool_specs=[pool(["bash", "-c", "sleep 300", "trial"])])
+    job = aiplatform.HyperparameterTuningJob(
+        display_name="to-stop", custom_job=trial, metric_spec={"loss": "minimize"},
+        parameter_spec={"x": hpt.DoubleParameterSpec(min=0, max=1, scale="linear")},
+        max_trial_count=4, parallel_trial_count=2, search_algorithm="random")
+    job.run(sync=False)
+    job.wait_for_resource_creation()
+    study = api.get_study(f"hpt-{job.resource_name.rsplit('/', 1)[1]}")
+
+    def a_trial_runs() -> bool:
+        started = [t for t in study.snapshot().trials if t.job_id]
+        return bool(started) and api.get_job(started[0].job_id, "vertex").state == "RUNNING"
+
+    assert sleep_until(a_trial_runs, timeout=120)
+    job.cancel()
+    with pytest.raises(RuntimeError):
+        job.wait_for_completion()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_CANCELLED
+    assert {api.get_job(t.job_id, "vertex").wait(timeout=60).state for t in study.snapshot().trials if t.job_id} \
+        == {"CANCELLED"}
+
+
+def test_a_tuning_job_with_a_misspelled_study_field_names_it(endpoint):
+    body = {"displayName": "typo", "maxTrialCount": 2, "studySpec": {
+        "metrics": [{"metricId": "loss", "goal": "MINIMIZE"}],
+        "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValu": 1}}]},
+        "trialJobSpec": {"workerPoolSpecs": [pool(["true"])]}}
+    request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/hyperparameterTuningJobs",
+                                     data=json.dumps(body).encode(), method="POST")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=30)
+    error = json.loads(info.value.read())["error"]
+    assert error["status"] == "INVALID_ARGUMENT" and "maxValu" in error["message"], error
 
 
 def test_a_misspelled_field_is_refused_and_nothing_runs(endpoint):

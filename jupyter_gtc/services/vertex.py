@@ -203,9 +203,9 @@ class VertexJobs(VertexCollection):
             if partition is not None and chosen.name != partition.name:
                 raise SpecError(where, pool.machine_spec.machine_type,
                                 f"worker pool 0 runs on partition {partition.name} and this one on {chosen.name}; "
-                                f"pools "
-                                f"on different machines need a heterogeneous Slurm job, which the local endpoint does "
-                                f"not make yet: give every pool one of partition {partition.name}'s machine types")
+                                f"pools on different machines need a heterogeneous Slurm job, which the local "
+                                f"endpoint does not make yet: give every pool one of partition {partition.name}'s "
+                                f"machine types")
             partition = chosen
         nodes = sum(p["replicas"] for p in pools if p)
         if nodes > len(partition.nodes):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,29 @@ def _without_unset(value: Any) -> Any:
     return value
 
 
+_TERM = re.compile(r'\s*(display_name|displayName|state|labels\.[A-Za-z0-9_-]+)\s*=\s*("([^"]*)"|[^\s"]+)\s*')
+
+
+def parse_filter(text: str) -> list[tuple[str, str]]:
+    """``key="value"`` terms joined by AND, each (key in camelCase, value); anything else is
+    ``InvalidArgument`` saying what the local endpoint understands."""
+    terms = []
+    for term in filter(None, (t.strip() for t in re.split(r"\s+AND\s+", text.strip()))):
+        match = _TERM.fullmatch(term)
+        if match is None:
+            raise InvalidArgument(f"filter: {term!r} is not a term the local endpoint understands; it takes "
+                                  f'display_name="NAME", state="JOB_STATE_..." and labels.KEY="VALUE", joined by AND')
+        key = "displayName" if match[1] == "display_name" else match[1]
+        terms.append((key, match[3] if match[3] is not None else match[2]))
+    return terms
+
+
+def _field(resource: dict[str, Any], key: str) -> Any:
+    if key.startswith("labels."):
+        return resource.get("labels", {}).get(key[len("labels."):])
+    return resource.get(key)
+
+
 def new_id() -> str:
     """A job id as Vertex makes them: 19 decimal digits."""
     return str(10**18 + secrets.randbelow(9 * 10**18))
@@ -128,8 +152,12 @@ class VertexCollection:
     def get(self, name: str) -> dict[str, Any]:
         return self._resource(self._record(name))
 
-    def list(self, parent: str) -> list[dict[str, Any]]:
-        return [self._resource(r) for r in self.store.find_vertex_jobs(parent, self.kind)]
+    def list(self, parent: str, filter: str = "") -> list[dict[str, Any]]:
+        """The jobs under ``parent``, newest first; ``filter`` as Vertex's list takes it, the
+        common part (``display_name="x" AND state="JOB_STATE_SUCCEEDED" AND labels.team="a"``)."""
+        wanted = parse_filter(filter)
+        resources = [self._resource(r) for r in self.store.find_vertex_jobs(parent, self.kind)]
+        return [r for r in resources if all(_field(r, key) == value for key, value in wanted)]
 
     def cancel(self, name: str) -> None:
         record = self._record(name)

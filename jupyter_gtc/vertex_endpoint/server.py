@@ -63,10 +63,7 @@ class Endpoint:
         return self.collections[collection].create(parent, body)
 
     def list(self, query: dict[str, str], parent: str, collection: str) -> dict[str, Any]:
-        if query.get("filter"):
-            raise InvalidArgument(f"filter: {query['filter']!r} is not supported by the local endpoint; "
-                                  f"list without one and filter the jobs in Python")
-        return {collection: self.collections[collection].list(parent)}
+        return {collection: self.collections[collection].list(parent, query.get("filter", ""))}
 
     def get(self, parent: str, collection: str, id: str) -> dict[str, Any]:
         return self.collections[collection].get(f"{parent}/{collection}/{id}")

@@ -113,6 +113,13 @@ def test_submit_then_wait_for_completion_and_list(aiplatform):
     assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
     listed = {j.resource_name: j.state for j in aiplatform.CustomJob.list()}
     assert listed[job.resource_name] == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
+    named = aiplatform.CustomJob.list(filter='display_name="submitted" AND state="JOB_STATE_SUCCEEDED"')
+    assert [j.resource_name for j in named] == [job.resource_name]
+    assert aiplatform.CustomJob.list(filter='display_name="submitted" AND state="JOB_STATE_FAILED"') == []
+    from google.api_core import exceptions
+
+    with pytest.raises(exceptions.BadRequest, match="create_time"):
+        aiplatform.CustomJob.list(filter='create_time>"2026-01-01T00:00:00Z"')
 
 
 def test_from_local_script_uploads_installs_and_runs_the_script(aiplatform, tmp_path):

@@ -46,11 +46,6 @@ export class SectionFit implements IDisposable {
     if (this._manual || !this.panel.isVisible) {
       return;
     }
-    // Lumino hears of a new size only from its parent layout. One made by CSS alone (the
-    // sidebar's header line coming or going) leaves its sizers at the old total, and its next
-    // layout spreads the difference equally over the sections: a cut section beside two with
-    // room to spare, which no later resize corrects. So it measures its node first.
-    this.panel.processMessage(Widget.ResizeMessage.UnknownSize);
     const widgets = this.panel.widgets;
     const current = (this.panel.layout as SplitLayout).absoluteSizes();
     const space = widgets.reduce((sum, w, i) => sum + (w.isHidden ? 0 : current[i] ?? 0), 0);

@@ -21,6 +21,7 @@ from .services.jobs import ForeignJob, Job, JobService
 from .services.jobs import set_plotter as register_job_plotter  # for the widgets: how job.plot() draws
 from .services.operations import Operation, Operations
 from .services.tuning import Study, StudySnapshot, TrialView, TuningService
+from .services import vertex_local  # light: the endpoint's process and the SDK are started and imported where used
 from .spec.attach import AttachSpec, parse_attach_spec
 from .spec.cluster import ClusterSpec, load_cluster_spec, parse_cluster_spec, parse_spec_text
 from .spec.study import TuningSpec, load_tuning_spec, parse_tuning_spec
@@ -404,7 +405,8 @@ __all__ += ["Recipe", "get_recipe", "list_recipes", "run_recipe", "recipe_output
 # -- Vertex AI: the local endpoint ---------------------------------------------------
 
 
-VERTEX_TOKEN_VARIABLE = "GTC_VERTEX_TOKEN"  # how an endpoint's process gets its token (never argv)
+VERTEX_TOKEN_VARIABLE = vertex_local.TOKEN_VARIABLE  # how an endpoint's process gets its token (never argv)
+
 
 
 def vertex_jobs(cluster: str):
@@ -428,16 +430,12 @@ def start_vertex_endpoint(cluster: str, port: int | None = None):
     """A local Vertex endpoint for ``cluster`` (``gtc vertex serve`` in a child of this
     process, ending with it), or the one running already; its ``api_endpoint`` is what
     ``aiplatform.init`` takes."""
-    from .services import vertex_local
-
     return vertex_local.start(_clusters().home, cluster, port)
 
 
 def find_vertex_endpoint(port: int | None = None, cluster: str | None = None):
     """A running local Vertex endpoint of this GTC_HOME (on ``port``, for ``cluster``, or the
     only one), or None."""
-    from .services import vertex_local
-
     return vertex_local.find(_clusters().home, port, cluster)
 
 
@@ -445,8 +443,6 @@ def record_vertex_endpoint(cluster: str, host: str, port: int, token: str, stora
     """For the endpoint's own process, once it listens: (its ``LocalEndpoint``, the file that
     records it for its user alone)."""
     from ._process import this_process
-    from .services import vertex_local
-
     endpoint = vertex_local.LocalEndpoint(cluster, host, port, token, this_process(), storage_port)
     return endpoint, vertex_local.write_endpoint_file(_clusters().home, endpoint)
 
@@ -455,14 +451,12 @@ def start_storage_emulator(host: str = "127.0.0.1", bucket: str | None = None):
     """A Cloud Storage emulator (gcp-storage-emulator) in this process, serving
     ``<GTC_HOME>/gcs/<bucket>/<object>`` as ``gs://bucket/object``: where the SDK's uploads
     land and the local Vertex endpoint's jobs find them. Returns (its server, its port)."""
-    from .services import vertex_local
-
     return vertex_local.start_storage(gcs_root(), host, bucket)
 
 
 def gcs_root() -> Path:
     """The folder the local Vertex endpoint's buckets are: ``gs://b/o`` is ``gcs_root() / "b/o"``."""
-    return _clusters().home / "gcs"
+    return vertex_local.gcs_root(_clusters().home)
 
 
 def vertex_request_log() -> Path:

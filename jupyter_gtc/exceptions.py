@@ -19,6 +19,11 @@ GOOGLE_HTTP_CODES = {
 }
 
 
+def google_error_body(code: int, status: str, message: str) -> dict[str, dict[str, object]]:
+    """A Google API's error answer: ``{"error": {code, message, status}}``."""
+    return {"error": {"code": code, "message": message, "status": status}}
+
+
 class GtcError(Exception):
     """Base of all jupyter_gtc errors. ``kind`` names the class for JSON answers;
     ``http_status`` is what our REST routes answer, ``google_status`` what the Vertex endpoint
@@ -37,8 +42,7 @@ class GtcError(Exception):
 
     def google_error(self) -> dict[str, dict[str, object]]:
         """The body of a Google API's error answer (its HTTP code is ``["error"]["code"]``)."""
-        return {"error": {"code": GOOGLE_HTTP_CODES[self.google_status], "message": str(self),
-                          "status": self.google_status}}
+        return google_error_body(GOOGLE_HTTP_CODES[self.google_status], self.google_status, str(self))
 
 
 class InvalidArgument(GtcError):

@@ -28,6 +28,7 @@ from ..backends.base import PartitionLayout
 from ..exceptions import ClusterBusy, InvalidArgument, JobNotFound, SpecError
 from ..spec import machines
 from ..state.store import VertexJobRecord
+from . import vertex_local
 from .jobs import Job, JobService
 
 # The batch script of every CustomJob (no part of it comes from the request: the pools' commands
@@ -217,7 +218,7 @@ class VertexJobs(VertexCollection):
     def _submission(self, custom_job: Any, job_id: str) -> tuple[list[str], dict[str, str]]:
         """sbatch's options and the job's environment for ``custom_job``."""
         spec = custom_job.job_spec
-        gcs_root = self.jobs.clusters.home / "gcs"  # api.gcs_root()
+        gcs_root = vertex_local.gcs_root(self.jobs.clusters.home)
         pools = _pools(spec.worker_pool_specs, gcs_root)
         record = self.store.get_cluster(self.cluster)
         backend = get_backend(record.backend, self.jobs.clusters.home)

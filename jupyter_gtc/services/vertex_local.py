@@ -15,18 +15,14 @@ import os
 import secrets
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-
-import psutil
 
 from .. import _process
 from .._ports import free_ports
 from ..exceptions import GtcError
 
-TOKEN_VARIABLE = "GTC_VERTEX_TOKEN"  # api.VERTEX_TOKEN_VARIABLE: how the endpoint gets its token
+TOKEN_VARIABLE = "GTC_VERTEX_TOKEN"  # how the endpoint's process gets its token (never argv)
 READY_TIMEOUT = 120.0  # it imports the SDK's types first: 4 s here, far more on a loaded machine
 
 
@@ -52,6 +48,11 @@ class LocalEndpoint:
     def __repr__(self) -> str:  # never the token
         return (f"LocalEndpoint(cluster={self.cluster!r}, url='http://{self.host}:{self.port}/…', "
                 f"pid={self.process.get('pid')})")
+
+
+def gcs_root(home: Path) -> Path:
+    """The folder the local Vertex endpoint's buckets are: ``gs://b/o`` is ``gcs_root(home) / "b/o"``."""
+    return home / "gcs"
 
 
 def endpoints_dir(home: Path) -> Path:
@@ -92,6 +93,8 @@ def find(home: Path, port: int | None = None, cluster: str | None = None) -> Loc
 def start(home: Path, cluster: str, port: int | None = None, host: str = "127.0.0.1") -> LocalEndpoint:
     """An endpoint for ``cluster``: the one running already, or a new child of this process
     (it ends with it) once it answers."""
+    import psutil
+
     existing = find(home, port, cluster)
     if existing is not None:
         return existing
@@ -116,6 +119,9 @@ def start(home: Path, cluster: str, port: int | None = None, host: str = "127.0.
 
 
 def answers(endpoint: LocalEndpoint) -> bool:
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(f"{endpoint.api_endpoint}/healthz", timeout=2) as reply:
             return reply.status == 200

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import api
-from ..exceptions import GtcError, InvalidArgument, JobNotFound
+from ..exceptions import GtcError, InvalidArgument, JobNotFound, google_error_body
 
 log = logging.getLogger("jupyter_gtc.vertex_endpoint")
 DEFAULT_BUCKET = "local-bucket"  # %gtc_vertex_local's staging bucket, there from the start
@@ -116,7 +116,7 @@ class Handler(BaseHTTPRequestHandler):
         shown = "/" + rest  # never the token, in the log or an answer
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if not hmac.compare_digest(token.encode(), self.server.token.encode()):
-            status, answer = 404, _google(404, "NOT_FOUND", "Not Found")
+            status, answer = 404, google_error_body(404, "NOT_FOUND", "Not Found")
             shown = "(no token)"
         else:
             status, answer = self._route(method, urllib.parse.unquote(rest), url.query, body)
@@ -133,7 +133,7 @@ class Handler(BaseHTTPRequestHandler):
             return 200, {}
         version, _, resource = path.partition("/")
         if version not in ("v1", "ui"):  # the SDK polls long-running operations under /ui/
-            return 404, _google(404, "NOT_FOUND", f"no API version {version!r} here; this endpoint serves v1")
+            return 404, google_error_body(404, "NOT_FOUND", f"no API version {version!r} here; this endpoint serves v1")
         params = dict(urllib.parse.parse_qsl(query))
         for verb, pattern, name in ROUTES:
             match = pattern.fullmatch(resource)
@@ -150,8 +150,9 @@ class Handler(BaseHTTPRequestHandler):
                     return error["error"]["code"], error
                 except Exception:  # noqa: BLE001 - answered as Google's INTERNAL, the traceback to our log
                     log.exception("%s /%s failed", method, resource)
-                    return 500, _google(500, "INTERNAL", "the local endpoint failed; its log says why")
-        return 404, _google(404, "NOT_FOUND", f"{method} /{path} is not a method the local Vertex endpoint serves")
+                    return 500, google_error_body(500, "INTERNAL", "the local endpoint failed; its log says why")
+        return 404, google_error_body(404, "NOT_FOUND",
+                                      f"{method} /{path} is not a method the local Vertex endpoint serves")
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # requests.log has every request, without the token the request line holds
@@ -182,10 +183,6 @@ def _json(body: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidArgument("Invalid JSON payload received: the body must be a JSON object")
     return data
-
-
-def _google(code: int, status: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "status": status}}
 
 
 def serve(cluster: str, port: int, host: str = "127.0.0.1", token: str | None = None,

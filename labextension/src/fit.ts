@@ -14,6 +14,12 @@ export class SectionFit implements IDisposable {
     panel.expansionToggled.connect(this.schedule, this);
     this._sizes = new ResizeObserver(() => this.schedule());
     this._sizes.observe(panel.node);
+    // Each section's own box too: Lumino lays the sections out at a frame of its own, which
+    // can come after the fit that a change of the panel's size scheduled. That fit then read
+    // the old sizes and changed nothing; Lumino spread the new space equally (+67 px each in
+    // a failed run: a cut Jobs list between two sections with room to spare), and the panel,
+    // already at its new size, never told us again. A section's resize does.
+    panel.widgets.forEach(w => this._sizes.observe(w.node));
     // A section's React root can be replaced ("Loading…", then the list): watch its children.
     this._children = new MutationObserver(() => this._observeContents());
     panel.widgets.forEach(w => this._children.observe(w.node, { childList: true }));
@@ -46,6 +52,10 @@ export class SectionFit implements IDisposable {
     if (this._manual || !this.panel.isVisible) {
       return;
     }
+    // Lumino hears of a new size only from its parent layout. One made by CSS alone (a line
+    // coming or going in the sidebar's header) leaves its sizers at the old total, so it
+    // measures its node first.
+    this.panel.processMessage(Widget.ResizeMessage.UnknownSize);
     const widgets = this.panel.widgets;
     const current = (this.panel.layout as SplitLayout).absoluteSizes();
     const space = widgets.reduce((sum, w, i) => sum + (w.isHidden ? 0 : current[i] ?? 0), 0);

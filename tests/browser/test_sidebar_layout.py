@@ -147,6 +147,34 @@ def test_every_action_fits_the_default_width_and_long_texts_stay_whole(jupyter_l
     assert not errors, errors
 
 
+def test_the_sections_refit_when_the_header_changes_height(jupyter_lab, page, cluster):
+    """A warning in the sidebar's header (say, "Reconnecting to the Jupyter server…") takes
+    height from the sections by CSS alone, and gives it back when it goes: either way the
+    sections share the new height by their content again, with no section cut while another
+    has room to spare."""
+    jobs = [api.submit_job(cluster.name, "#!/bin/bash\nsleep 600\n", [f"--job-name=queued-{i}", "--begin=now+3600"])
+            for i in range(12)]
+    open_lab_with_sidebar(jupyter_lab, page)
+    expect(job_row(page, jobs[-1].id)).to_be_visible(timeout=30_000)
+    assert_sections_share_height(page)
+    before = page.evaluate("""() => [...document.querySelectorAll('#jupyter-gtc-sidebar .jp-gtc-Section')]
+                                     .reduce((sum, s) => sum + s.offsetHeight, 0)""")
+    for grow in (240, 0, 120, 0):
+        page.evaluate("""grow => {
+            let style = document.getElementById('gtc-test-header');
+            if (!style) { style = document.createElement('style'); style.id = 'gtc-test-header';
+                          document.head.appendChild(style); }
+            style.textContent = `#jupyter-gtc-sidebar .jp-gtc-Header { padding-bottom: ${grow}px !important; }`;
+        }""", grow)
+        # The sections take what the header leaves (no band below them, none hidden under
+        # the panel's edge), and share it.
+        page.wait_for_function("""want => Math.abs(want - [...document.querySelectorAll('#jupyter-gtc-sidebar .jp-gtc-Section')]
+                                                    .reduce((sum, s) => sum + s.offsetHeight, 0)) <= 2""",
+                               arg=before - grow, timeout=10_000)
+        shown = assert_sections_share_height(page)
+        print(f"header +{grow} px: sections {[s['height'] for s in shown]}")
+
+
 def spec_error(spec: dict) -> str:
     """The whole message the server answers for a bad spec (SpecErrors lists every problem
     and the valid values)."""

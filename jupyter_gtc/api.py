@@ -468,3 +468,39 @@ def vertex_request_log() -> Path:
 
 __all__ += ["vertex_jobs", "vertex_tuning_jobs", "start_vertex_endpoint", "find_vertex_endpoint", "gcs_root",
             "VERTEX_TOKEN_VARIABLE"]
+
+
+# -- settings: gtc config -------------------------------------------------------------
+
+
+def get_config(key: str) -> str | None:
+    """The setting ``key`` (``vertex.project``, ...), or None when it is not set."""
+    from .state import config
+
+    return config.get(_clusters().home, key)
+
+
+def set_config(key: str, value: str) -> None:
+    """Set ``key`` to ``value``, checked first: a key that does not exist, or a value of the
+    wrong shape, is a ``SpecError`` naming it and what is valid."""
+    from .state import config
+
+    config.set_value(_clusters().home, key, value)
+
+
+def unset_config(key: str) -> None:
+    """Forget ``key``'s setting (its default applies again); not set is fine."""
+    from .state import config
+
+    config.unset(_clusters().home, key)
+
+
+def list_config() -> list[dict[str, str | None]]:
+    """Every setting there is: key, value (None when not set) and what it is for."""
+    from .state import config
+
+    values = config.load(_clusters().home)
+    return [{"key": k.name, "value": values.get(k.name), "help": k.help} for k in config.KEYS.values()]
+
+
+__all__ += ["get_config", "set_config", "unset_config", "list_config"]

@@ -201,6 +201,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="address to listen on; any but loopback needs your own token in $GTC_VERTEX_TOKEN")
     serve.set_defaults(func=_vertex_serve)
 
+    _add_config_verbs(verbs)
+
     doctor = verbs.add_parser("doctor", help="what is installed or missing, and how to fix it")
     doctor.set_defaults(func=_doctor)
     return p
@@ -427,6 +429,31 @@ def _job_tensorboard(args) -> None:
             time.sleep(1)
     finally:
         board.stop()
+
+
+def _add_config_verbs(verbs) -> None:
+    config = verbs.add_parser("config", help="settings: the vertex backend's project, region, staging bucket")
+    gv = config.add_subparsers(title="config commands", metavar="VERB")
+    get = gv.add_parser("get", help="print a setting (nothing when it is not set)")
+    get.add_argument("key", help="e.g. vertex.project")
+    get.set_defaults(func=lambda args: print(api.get_config(args.key) or ""))
+    set_ = gv.add_parser("set", help="set a setting, checked first",
+                         epilog="example: gtc config set vertex.project my-proj")
+    set_.add_argument("key")
+    set_.add_argument("value")
+    set_.set_defaults(func=lambda args: api.set_config(args.key, args.value))
+    unset = gv.add_parser("unset", help="forget a setting")
+    unset.add_argument("key")
+    unset.set_defaults(func=lambda args: api.unset_config(args.key))
+    lst = gv.add_parser("list", help="every setting: its value, or '-' when not set, and what it is for")
+    lst.set_defaults(func=_config_list)
+
+
+def _config_list(args) -> None:
+    rows = api.list_config()
+    width = max(len(r["key"]) for r in rows)
+    for r in rows:
+        print(f"{r['key']:<{width}}  {r['value'] or '-'}  ({r['help']})")
 
 
 def _vertex_serve(args) -> None:

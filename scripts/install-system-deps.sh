@@ -10,6 +10,7 @@ declare -A want=(
   [chromium]=chromium  # the browser tests drive it with Playwright (tests/browser/)
   [runuser]=util-linux [setfacl]=acl  # tests/non_root.py runs a normal user's cluster as gtc-test
   [sshd]=openssh-server [ssh]=openssh-client  # tests/hosts: a login node over a real sshd (never started as a service)
+  [slurmdbd]=slurmdbd [mariadbd]=mariadb-server [mariadb]=mariadb-client  # clusters that keep accounting (sacct)
 )
 missing=()
 for program in "${!want[@]}"; do
@@ -24,7 +25,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "installing Debian packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-# munge, slurmctld, slurmd and openssh-server ship system services; jupyter_gtc starts its
+# munge, slurmctld, slurmd, slurmdbd, mariadb-server and openssh-server ship system services; jupyter_gtc starts its
 # own daemons and never wants those. A policy-rc.d that refuses (exit 101) keeps the
 # packages from starting them, for this install only, where the machine has none of its own.
 if [ ! -e /usr/sbin/policy-rc.d ]; then

@@ -47,11 +47,11 @@ from ..exceptions import BackendUnavailable, ClusterBusy, ClusterStartError, Com
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import READY_STATES, NodeStatus
 from ..slurm.render import (
-    UNSAFE_IN_CONF, NodeDecl, PartitionDecl, SlurmLayout, render_gres_conf, render_job_submit_lua,
-    render_health_check, render_script_chain, render_slurm_conf, render_task_prolog,
+    UNSAFE_IN_CONF, AccountingLayout, NodeDecl, PartitionDecl, SlurmLayout, accounting_slurm_conf, render_gres_conf,
+    render_health_check, render_job_submit_lua, render_script_chain, render_slurm_conf, render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
-from . import daemons, hosts, netns, storage, supervisor
+from . import accounting, daemons, hosts, netns, storage, supervisor
 from ..health.checks import FAULTS, NodeHealth
 from .base import Backend, ClusterStatus, NotApplied, Progress, no_progress
 
@@ -105,6 +105,11 @@ class LocalBackend(Backend):
         if spec.local.network == "namespaces" and shutil.which("ip") is None:
             raise SpecErrors([SpecError("local.network", "namespaces",
                                         "it needs the `ip` program (apt-get install -y iproute2); or use host")])
+        missing = accounting.missing_packages(daemon_path()) if spec.slurm.accounting is not None else []
+        if missing:
+            raise SpecErrors([SpecError("orchestrator_spec.slurm_spec.accounting", spec.slurm.accounting.model_dump(),
+                                        f"it needs slurmdbd and MariaDB: apt-get install -y {' '.join(missing)}; "
+                                        "or leave accounting out")])
         errors = storage.check(spec, storage.protected_paths(self.home))
         if os.geteuid() != 0 and not errors:
             errors = self._check_spec_as_user(spec)
@@ -147,10 +152,6 @@ class LocalBackend(Backend):
                     if getattr(pool, name):
                         found.append(NotApplied(f"{at}.{name}", "the login pool is this machine, which the "
                                                 "local backend never changes (no script runs, nothing is mounted)"))
-        if spec.slurm.accounting is not None:
-            found.append(NotApplied("orchestrator_spec.slurm_spec.accounting",
-                                    "there is no accounting database (slurmdbd) locally; finished jobs are read "
-                                    "from the cluster's job-completion file"))
         if spec.network is not None:
             found.append(NotApplied("network", "nodes use this machine's network (local.network)"))
         if spec.runtime_spec is not None and spec.runtime_spec.service_account is not None:
@@ -229,6 +230,7 @@ class LocalBackend(Backend):
                 daemons.stop(label, run)
         progress("stopping slurmctld and munged")
         daemons.stop("slurmctld", run)
+        accounting.stop(run)
         daemons.stop("munged", run, grace=2)
         daemons.stop_unrecorded(run)
         net = _net(runtime)
@@ -305,6 +307,8 @@ class LocalBackend(Backend):
         for name in sorted(running - set(wanted)):
             progress(f"stopping node {name}")
             _stop_node(root, net, slots, name)
+        if spec.slurm.accounting is not None:
+            accounting.start(self._accounting_layout(runtime), spec.name, env, progress)
         if daemons.find("slurmctld", run) is None:
             progress("starting slurmctld")
             daemons.start("slurmctld", ["slurmctld", "-D", "-i"], run, root / "log" / "slurmctld.out", env)
@@ -355,12 +359,15 @@ class LocalBackend(Backend):
         storage.prepare(spec, root, runtime)
         net = _net(runtime)
         scheduling = spec.slurm.scheduling
+        extra = scheduling.slurm_conf() if scheduling else {}
+        if spec.slurm.accounting is not None:
+            extra.update(accounting_slurm_conf(self._accounting_layout(runtime)), **spec.slurm.accounting.slurm_conf())
         layout = SlurmLayout(
             cluster_name=spec.name, root=root, controller_host=runtime["hostname"],
             controller_addr=net.gateway if net else "127.0.0.1", controller_port=runtime["controller_port"],
             munge_socket=Path(runtime["munge_socket_dir"]) / "munge.socket", nodes=tuple(nodes),
             partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog,
-            extra=scheduling.slurm_conf() if scheduling else {}, slurm_user=_owner(runtime)["name"],
+            extra=extra, slurm_user=_owner(runtime)["name"],
             health_check_interval=spec.local.health_check_interval)
         if layout.slurm_user != "root":
             _atomic_write(etc / "job_submit.lua", render_job_submit_lua(_owner(runtime)["uid"], layout.slurm_user))
@@ -375,6 +382,11 @@ class LocalBackend(Backend):
             _atomic_write(etc / "health_check.sh", render_health_check(
                 sys.executable, etc / "slurm.conf", root / "faults", root / "health", (str(self.home / "jobs"),)))
             (etc / "health_check.sh").chmod(0o755)
+
+    def _accounting_layout(self, runtime: dict[str, Any]) -> AccountingLayout:
+        net = _net(runtime)
+        return accounting.layout(Path(runtime["dir"]), runtime, net.gateway if net else "127.0.0.1",
+                                 _owner(runtime)["name"], Path(runtime["munge_socket_dir"]) / "munge.socket")
 
     def _node_decl(self, pool: NodePool, name: str, spec: ClusterSpec, runtime: dict[str, Any]) -> NodeDecl:
         machine, scale = pool.machine, spec.local.resource_scale

@@ -11,7 +11,9 @@ What differs from a local cluster, and where it is handled:
   cluster's Python reach a job through its batch script (``job_launch``), not sbatch's
   environment, which is the login node's.
 - Finished jobs come from ``squeue`` while slurmctld remembers them (its ``MinJobAge``, 300 s by
-  default; the poller ticks far more often), as there is no completion file of ours to read.
+  default; the poller ticks far more often), as there is no completion file of ours to read;
+  where the cluster keeps accounting (slurmdbd), from ``sacct`` after that (a kernel started
+  hours after its job ended still learns how it ended).
 - Its scheduler is shared: at most one poll per ``poll_interval`` (5 s by default).
 """
 
@@ -70,6 +72,7 @@ class SlurmBackend(Backend):
             version = commands.run(["sinfo", "--version"], timeout=30).stdout.strip()
             runtime["slurm_version"] = version.split()[-1] if version else "?"  # "slurm-wlm 22.05.8"
             runtime["partitions"] = _read_partitions(commands)
+            runtime["accounting"] = _keeps_accounting(commands)
         except (HostUnreachable, HostKeyRefused):
             raise  # about the connection, and each says what to do
         except CommandError as e:
@@ -110,11 +113,13 @@ class SlurmBackend(Backend):
         return {"SLURM_CONF": runtime["slurm_conf"]} if runtime.get("slurm_conf") else {}
 
     def commands(self, runtime: dict[str, Any]) -> SlurmCommands:
-        return SlurmCommands(self.client_env(runtime), timeout=60, host=self.host(runtime))
+        return SlurmCommands(self.client_env(runtime), timeout=60, host=self.host(runtime),
+                             accounting=runtime.get("accounting", False))
 
     def status(self, spec: AttachSpec, runtime: dict[str, Any]) -> ClusterStatus:
         details = {"login": _where(spec), "slurm_version": runtime.get("slurm_version"),
-                   "jobs_root": runtime.get("jobs_root")}
+                   "jobs_root": runtime.get("jobs_root"),
+                   "accounting": "slurmdbd (sacct)" if runtime.get("accounting") else "none"}
         try:
             nodes = self.commands(runtime).nodes()
         except CommandError as e:  # HostUnreachable included: the next call tries again
@@ -216,6 +221,15 @@ def _read_partitions(commands: SlurmCommands) -> list[dict[str, Any]]:
         out.append({"name": plain, "nodes": [n.name for n in members], "node_gpus": [n.gpus for n in members],
                     "default": name.endswith("*")})
     return sorted(out, key=lambda p: not p["default"])
+
+
+def _keeps_accounting(commands: SlurmCommands) -> bool:
+    """Whether the cluster sends jobs to slurmdbd, so that sacct has every one of them."""
+    for line in commands.run(["scontrol", "show", "config"]).stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "AccountingStorageType":
+            return value.strip() == "accounting_storage/slurmdbd"
+    return False
 
 
 def _control_dir() -> Path:

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+from ..backends import accounting
 from ..backends.local import REQUIRED_PROGRAMS, daemon_path
 from ..state import open_store
 
@@ -16,6 +17,10 @@ def run_checks(home: Path) -> list[tuple[str, bool, str]]:
         path = shutil.which(program, path=daemon_path())  # daemons live in /usr/sbin
         rows.append((f"{program} ({package})", path is not None,
                      path or f"apt-get install -y {package}"))
+    missing = accounting.missing_packages(daemon_path())
+    rows.append(("accounting (slurmdbd, MariaDB)", True, "installed: local clusters keep accounting when their "
+                 "spec asks (slurm_spec.accounting)" if not missing else
+                 f"optional, for slurm_spec.accounting: apt-get install -y {' '.join(missing)}"))
     # Root or not, the local backend works; what a normal user cannot have is said here.
     rows.append(("user", True, "root: every local network mode" if os.geteuid() == 0 else
                  "a normal user: local clusters in host network mode, owned by you "

@@ -234,7 +234,11 @@ class ClusterPoller:
         try:
             commands = self._commands()
             queue = commands.queue()
-            finished, self._jobcomp_offset = commands.finished_jobs(self._jobcomp_offset)
+            listed = {status.parent_id for status in queue}
+            with self._changed:  # watched, yet slurmctld has forgotten them and nothing says how they ended
+                unseen = [i for i in self._watched if i not in listed and i not in self._ended
+                          and i not in self._finished]
+            finished, self._jobcomp_offset = commands.finished_jobs(self._jobcomp_offset, unseen)
         except ClusterNotFound:
             with self._changed:  # the cluster was deleted: its jobs are gone with it
                 self._watched.clear()

@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import _process
 from ..exceptions import CommandError
 from ..hosts import LOCAL, Host
-from .parse import JobStatus, NodeStatus, parse_jobcomp, parse_scontrol_nodes, parse_squeue_json
+from .parse import SACCT_FIELDS, JobStatus, NodeStatus, parse_jobcomp, parse_sacct, parse_scontrol_nodes, parse_squeue_json
 
 # What slurmctld answers (its slurm_errno.c) when a job action does not fit the job's state or
 # kind: the request's mistake, not Slurm failing. scontrol prints it, then "for job N".
@@ -39,11 +39,12 @@ def state_refusal(error: CommandError) -> str | None:
 
 class SlurmCommands:
     def __init__(self, env: dict[str, str], timeout: float = 30, jobcomp_file: Path | None = None,
-                 host: Host = LOCAL):
+                 host: Host = LOCAL, accounting: bool = False):
         self.env = env
         self.timeout = timeout
         self.jobcomp_file = jobcomp_file
         self.host = host
+        self.accounting = accounting  # the cluster keeps accounting (slurmdbd): sacct remembers every job
 
     def run(self, argv: list[str], *, check: bool = True, timeout: float | None = None) -> _process.Result:
         return self.host.run(argv, env=self.env, check=check, timeout=timeout or self.timeout)
@@ -82,17 +83,26 @@ class SlurmCommands:
         (``squeue --json`` ignores filters such as -j in 22.05, so callers filter.)"""
         return parse_squeue_json(self.run(["squeue", "--json", "--states=all"]).stdout)
 
-    def finished_jobs(self, offset: int = 0) -> tuple[list[JobStatus], int]:
-        """Jobs recorded by jobcomp/filetxt after byte ``offset``; returns them and the new offset.
-        Only whole lines are consumed, so a line being written is read on the next call."""
+    def finished_jobs(self, offset: int = 0, unseen: list[str] | None = None) -> tuple[list[JobStatus], int]:
+        """Jobs that slurmctld may have forgotten: those recorded by jobcomp/filetxt after byte
+        ``offset`` (a local cluster's), and with accounting, the ``unseen`` ones (ids that
+        ``queue()`` no longer lists) as sacct has them, in one call. Returns them and the new
+        offset. Only whole lines are consumed, so a line being written is read on the next call."""
+        accounted = self.accounted(unseen) if self.accounting and unseen else []
         if self.jobcomp_file is None:
-            return [], offset
+            return accounted, offset
         try:
             data = self.host.read(self.jobcomp_file, offset)
         except FileNotFoundError:
             return [], offset
         complete = data[: data.rfind(b"\n") + 1]
-        return parse_jobcomp(complete.decode(errors="replace")), offset + len(complete)
+        return accounted + parse_jobcomp(complete.decode(errors="replace")), offset + len(complete)
+
+    def accounted(self, job_ids: list[str]) -> list[JobStatus]:
+        """``job_ids`` (and each one's array tasks) as the accounting database has them. With -j
+        sacct looks back to the epoch, not to today's midnight; -a: another user's too."""
+        return parse_sacct(self.run(["sacct", "-n", "-P", "-X", "-a", "-j", ",".join(job_ids),
+                                     "-o", ",".join(SACCT_FIELDS)]).stdout)
 
     def requeue(self, job_id: str) -> None:
         self.run(["scontrol", "requeue", job_id])

@@ -246,6 +246,45 @@ def parse_jobcomp(text: str) -> list[JobStatus]:
     return jobs
 
 
+# What ``sacct`` is asked for: fields of every release from 22.05 on, with -P (``|`` between
+# fields) and -X (allocations only, no steps). The name last: it alone may hold a ``|``.
+SACCT_FIELDS = ("JobID", "State", "ExitCode", "Start", "End", "Submit", "NodeList", "User", "WorkDir", "JobName")
+
+
+def parse_sacct(text: str) -> list[JobStatus]:
+    """Parse ``sacct -n -P -X -o`` ``SACCT_FIELDS``: jobs from the accounting database, finished
+    ones included long after slurmctld forgot them. A format string, not ``--json``, whose
+    schema changed in 23.02 and again since (tests/slurm/fixtures/sacct has each release's)."""
+    from datetime import datetime
+
+    jobs = []
+    for line in text.splitlines():
+        parts = line.split("|", len(SACCT_FIELDS) - 1)
+        if len(parts) != len(SACCT_FIELDS) or not parts[0]:
+            continue
+        row = dict(zip(SACCT_FIELDS, parts))
+        job_id = row["JobID"]
+        # "41_3" is task 3 of array 41; "41_[4-9]" its tasks not yet started, one line.
+        array_job, _, task = job_id.partition("_")
+        code, _, signal = row["ExitCode"].partition(":")
+        state = row["State"].split()[0] if row["State"].strip() else "UNKNOWN"  # "CANCELLED by 0"
+        jobs.append(JobStatus(
+            job_id=job_id,
+            state=state,
+            exit_code=(_int(code) if _int(signal) == 0 else 128 + _int(signal)) if state in FINISHED_STATES else None,
+            nodes=row["NodeList"] if row["NodeList"] not in ("None assigned", "(null)") else "",
+            name=row["JobName"],
+            array_job_id=array_job if task else None,
+            array_task_id=int(task) if task.isdigit() else None,
+            start_time=_iso(row["Start"], datetime),
+            end_time=_iso(row["End"], datetime),
+            user=row["User"],
+            submit_time=_iso(row["Submit"], datetime),
+            work_dir=row["WorkDir"],
+        ))
+    return jobs
+
+
 # sbatch's filename pattern letters (``man sbatch``, "filename pattern") that a batch
 # script's output path can hold; %n and %t (node and task number) are 0 for the batch script.
 _PATTERN = re.compile(r"%(\d*)([%AajJNntux])")

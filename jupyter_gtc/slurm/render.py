@@ -236,3 +236,57 @@ def render_script_chain(scripts: list[Path]) -> str:
 
 def _sh_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+@dataclass(frozen=True)
+class AccountingLayout:
+    """A cluster's accounting: slurmdbd, and the MariaDB it keeps its tables in."""
+
+    root: Path            # the cluster's directory
+    dbd_host: str         # slurmdbd's host name (it refuses to start on another host)
+    dbd_addr: str         # where slurmctld and clients (sacct, sacctmgr) reach it
+    dbd_port: int
+    db_port: int          # MariaDB's, on 127.0.0.1 only
+    slurm_user: str
+    munge_socket: Path
+    db_user: str = "slurm"
+    db_name: str = "slurm_acct_db"
+
+
+def render_slurmdbd_conf(layout: AccountingLayout, db_password: str) -> str:
+    """slurmdbd.conf, which slurmdbd wants owned by SlurmUser with mode 0600: it holds the
+    database's password (a fresh one at every start of the cluster; nowhere else)."""
+    r = layout.root
+    return "\n".join([
+        "# Written by jupyter_gtc at every start of the cluster's accounting.",
+        "AuthType=auth/munge",
+        f"AuthInfo=socket={layout.munge_socket}",
+        f"DbdHost={layout.dbd_host}",
+        f"DbdAddr={layout.dbd_addr}",
+        f"DbdPort={layout.dbd_port}",
+        f"SlurmUser={layout.slurm_user}",
+        f"PidFile={r}/run/slurmdbd.pid",
+        f"LogFile={r}/log/slurmdbd.log",
+        "DebugLevel=info",
+        "StorageType=accounting_storage/mysql",
+        "StorageHost=127.0.0.1",
+        f"StoragePort={layout.db_port}",
+        f"StorageUser={layout.db_user}",
+        f"StoragePass={db_password}",
+        f"StorageLoc={layout.db_name}",
+    ]) + "\n"
+
+
+def accounting_slurm_conf(layout: AccountingLayout) -> dict[str, str]:
+    """The slurm.conf lines that send jobs' records to the cluster's slurmdbd."""
+    return {
+        "AccountingStorageType": "accounting_storage/slurmdbd",
+        "AccountingStorageHost": layout.dbd_addr,
+        "AccountingStoragePort": str(layout.dbd_port),
+        # Not a password with munge: the socket of the munged that signs messages to slurmdbd
+        # (slurm.conf(5)); without it, they go to the machine's default munged.
+        "AccountingStoragePass": str(layout.munge_socket),
+        # Per-step CPU and memory figures in sacct, as a site's cluster has them.
+        "JobAcctGatherType": "jobacct_gather/linux",
+        "JobAcctGatherFrequency": "30",
+    }

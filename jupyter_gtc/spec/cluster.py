@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from ..exceptions import SpecError, SpecErrors
@@ -138,6 +138,36 @@ class Scheduling(_Model):
 _SLURM_CONF_NAMES = {"priority_weight_qos": "PriorityWeightQOS", "priority_weight_tres": "PriorityWeightTRES"}
 
 
+# AccountingStorageEnforce's words (slurm.conf(5)); "all" is every one but nojobs and nosteps.
+ENFORCE_WORDS = ("associations", "limits", "nojobs", "nosteps", "qos", "safe", "wckeys", "all")
+
+
+class Accounting(_Model):
+    """Slurm's accounting database (slurmdbd): with it, ``sacct``, ``sacctmgr`` and ``sreport``
+    work and finished jobs are remembered after slurmctld forgets them. ``accounting: {}``
+    asks for it with Slurm's defaults."""
+
+    accounting_storage_enforce: str | None = None
+    """slurm.conf's ``AccountingStorageEnforce``, comma-separated: associations, limits, qos,
+    safe, wckeys, nojobs, nosteps or all (``associations,limits``). Jobs of a user without an
+    association are then refused; the cluster's creator has one."""
+
+    @field_validator("accounting_storage_enforce")
+    @classmethod
+    def _enforce(cls, value: str | None) -> str | None:
+        if value is not None:
+            bad = [w for w in value.split(",") if w.strip().lower() not in ENFORCE_WORDS]
+            if bad or not value:
+                raise ValueError(f"comma-separated words among {', '.join(ENFORCE_WORDS)}; "
+                                 f"{', '.join(map(repr, bad)) or 'nothing'} is not one")
+            value = ",".join(w.strip().lower() for w in value.split(","))
+        return value
+
+    def slurm_conf(self) -> dict[str, str]:
+        """The slurm.conf lines of these settings (where the database is, the backend adds)."""
+        return {"AccountingStorageEnforce": self.accounting_storage_enforce} if self.accounting_storage_enforce else {}
+
+
 class SlurmSpec(_Model):
     partitions: list[Partition] = Field(min_length=1)
     login_node_pool_id: str | None = None
@@ -145,7 +175,7 @@ class SlurmSpec(_Model):
     """A Filestore (or Lustre) instance's resource name, mounted at /home on every node."""
     prolog_bash_scripts: list[str] = []
     epilog_bash_scripts: list[str] = []
-    accounting: dict[str, Any] | None = None
+    accounting: Accounting | None = None
     scheduling: Scheduling | None = None
 
 

@@ -1,5 +1,5 @@
 """Spec fields the local backend applies to its nodes (startup scripts, shared storage,
-scheduling) and the ones it cannot apply and says so (boot disks, provisioning, accounting),
+scheduling) and the ones it cannot apply and says so (boot disks, provisioning, networks),
 against real daemons. One namespaced cluster serves the module; the failing create has its own."""
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def test_fields_that_mean_nothing_locally_are_listed_with_why():
     fields = [item.field for item in LocalBackend(Path(os.environ["GTC_HOME"])).not_applied(parse_cluster_spec(spec))]
     assert fields == ["node_pools[gpu].provisioning_model", "node_pools[gpu].zone", "node_pools[gpu].enable_public_ips",
                       "node_pools[login].startup_script", "node_pools[login].filestores",
-                      "orchestrator_spec.slurm_spec.accounting", "network", "runtime_spec.service_account"]
+                      "network", "runtime_spec.service_account"]  # accounting is applied: slurmdbd
 
 
 def test_storage_without_a_mount_path_goes_under_mnt_by_kind_and_name():

@@ -77,3 +77,18 @@ def test_scheduling_settings_are_global_lines_before_the_nodes():
     assert conf["PriorityType"] == "priority/multifactor" and conf["PriorityWeightAge"] == "1000"
     assert conf["PreemptType"] == "preempt/partition_prio" and conf["PreemptMode"] == "REQUEUE"
     assert text.index("PreemptMode=") < text.index("NodeName=")
+
+
+def test_accounting_sends_jobs_to_the_clusters_slurmdbd_signed_by_the_clusters_munged():
+    from jupyter_gtc.slurm.render import AccountingLayout, accounting_slurm_conf, render_slurmdbd_conf
+
+    acct = AccountingLayout(root=Path("/c"), dbd_host="vm", dbd_addr="10.0.0.1", dbd_port=6819, db_port=3307,
+                            slurm_user="ada", munge_socket=Path("/c/munge/munge.socket"))
+    conf = accounting_slurm_conf(acct)
+    assert conf["AccountingStorageHost"] == "10.0.0.1" and conf["AccountingStoragePort"] == "6819"
+    # With munge, "Pass" names the socket of the munged that signs messages to slurmdbd.
+    assert conf["AccountingStoragePass"] == "/c/munge/munge.socket"
+    dbd = dict(line.split("=", 1) for line in render_slurmdbd_conf(acct, "s3cret").splitlines()[1:])
+    assert (dbd["DbdHost"], dbd["SlurmUser"], dbd["StorageHost"], dbd["StoragePort"], dbd["StoragePass"]) == (
+        "vm", "ada", "127.0.0.1", "3307", "s3cret")
+    assert dbd["AuthInfo"] == "socket=/c/munge/munge.socket"

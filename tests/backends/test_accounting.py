@@ -1,0 +1,104 @@
+"""A local cluster that keeps accounting (``slurm_spec.accounting``): slurmdbd over a MariaDB
+of its own, so Slurm's accounting tools work on it as on a site's cluster, and an attached
+cluster with accounting tells how a job ended after slurmctld has forgotten it (``sacct``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from jupyter_gtc import api
+from jupyter_gtc.exceptions import SpecErrors
+from jupyter_gtc.spec import parse_cluster_spec
+from tests.conftest import sleep_until, slurm, small_gpu_spec
+
+pytestmark = pytest.mark.usefixtures("slurm_available")
+
+NAME = "acct"
+
+
+@pytest.fixture(scope="module")
+def cluster(slurm_available):
+    spec = small_gpu_spec(NAME, nodes=2)
+    spec["orchestratorSpec"]["slurmSpec"]["accounting"] = {}
+    made = api.create_cluster(spec)
+    yield made
+    run = Path(made.runtime["dir"]) / "run"
+    api.delete_cluster(NAME)
+    # Nothing of the accounting is left: its daemons went with the cluster.
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(run) in " ".join(p.info["cmdline"] or [])]
+
+
+def _sacct(cluster_name: str, job_id: str) -> list[str]:
+    out = slurm(cluster_name, "sacct", "-n", "-P", "-X", "-j", job_id, "-o", "JobID,State,ExitCode").stdout
+    return out.split()
+
+
+def test_sacct_sacctmgr_and_sreport_work_on_a_cluster_that_keeps_accounting(cluster):
+    job = api.submit_job(NAME, "#!/bin/bash\necho hi\nexit 3\n", ["--job-name=acct-fails"])
+    job.wait(timeout=120)
+    assert (job.state, job.exit_code) == ("FAILED", 3)
+    # slurmctld sends a job's end to slurmdbd on its own thread, a moment after.
+    assert sleep_until(lambda: _sacct(NAME, job.id) == [f"{job.id}|FAILED|3:0"]), _sacct(NAME, job.id)
+    assert NAME in slurm(NAME, "sacctmgr", "-n", "-P", "list", "cluster", "format=cluster").stdout.split()
+    report = slurm(NAME, "sreport", "-n", "-P", "cluster", "utilization")
+    assert report.returncode == 0 and "accounting storage is disabled" not in report.stderr.lower()
+
+
+def test_the_databases_password_is_written_in_slurmdbd_conf_alone(cluster):
+    root = Path(cluster.runtime["dir"])
+    conf = root / "etc" / "slurmdbd.conf"
+    assert conf.stat().st_mode & 0o777 == 0o600
+    password = next(line.split("=", 1)[1] for line in conf.read_text().splitlines() if line.startswith("StoragePass="))
+    assert len(password) >= 24
+    home = Path(os.environ["GTC_HOME"])
+    # grep reads the state store, not this process: a process that opens and closes an SQLite
+    # file it also has a connection to drops that connection's locks (POSIX advisory locks).
+    found = subprocess.run(["grep", "-F", "-l", "-f", "-", *map(str, [*home.glob("state.db*"), *(root / "log").iterdir()])],
+                           input=password, capture_output=True, text=True)
+    assert found.returncode == 1 and not found.stdout, found.stdout
+    assert password not in json.dumps(api.get_cluster(NAME).runtime)
+    for proc in psutil.process_iter(["cmdline"]):
+        assert password not in " ".join(proc.info["cmdline"] or [])
+
+
+def test_a_bad_accounting_field_is_named_with_what_is_valid():
+    spec = small_gpu_spec("badacct")
+    spec["orchestratorSpec"]["slurmSpec"]["accounting"] = {"accountingStorageEnforce": "limits,quotas"}
+    with pytest.raises(SpecErrors) as info:
+        parse_cluster_spec(spec)
+    [error] = info.value.errors
+    assert error.field == "orchestrator_spec.slurm_spec.accounting.accounting_storage_enforce"
+    assert "'quotas' is not one" in str(error) and "associations" in str(error)
+
+
+def test_an_attached_cluster_learns_from_sacct_how_a_job_ended_after_slurmctld_forgot_it(cluster, tmp_path):
+    spec = {"slurm_conf": api.cluster_env(NAME)["SLURM_CONF"], "jobs_root": str(tmp_path / "jobs"), "poll_interval": 1}
+    hpc = api.attach_cluster(api.parse_spec(spec, "slurm", display_name="acctd"))
+    try:
+        assert hpc.status.details["accounting"] == "slurmdbd (sacct)"
+        script = tmp_path / "ends.sh"
+        script.write_text("#!/bin/bash\nexit 4\n")
+        # Submitted by another process that is gone before the job ends: a kernel restarted later.
+        out = subprocess.run([sys.executable, "-m", "jupyter_gtc.cli", "job", "submit", str(script), "--cluster",
+                              "acctd"], capture_output=True, text=True, check=True, timeout=120).stdout
+        job_id = next(word for word in out.split() if word.isdigit())
+        # The cluster's admin keeps finished jobs in slurmctld's memory for 2 s only (Slurm's
+        # default is 300): slurmctld forgets the job within its purge interval (a minute).
+        conf = Path(api.cluster_env(NAME)["SLURM_CONF"])
+        conf.write_text(conf.read_text() + "MinJobAge=2\n")
+        slurm(NAME, "scontrol", "reconfigure")
+        assert sleep_until(lambda: job_id not in slurm(NAME, "squeue", "-h", "-t", "all", "-o", "%i").stdout.split(),
+                           timeout=180)
+        job = api.get_job(job_id, "acctd")
+        assert job.state == "PENDING"  # all that the state store knew of it
+        job.wait(timeout=60)
+        assert (job.state, job.exit_code) == ("FAILED", 4)
+    finally:
+        api.detach_cluster("acctd")

@@ -75,7 +75,7 @@ def start(acct: AccountingLayout, cluster: str, env: dict[str, str], progress) -
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(render_slurmdbd_conf(acct, password))
-        daemons.start(DBD_LABEL, ["slurmdbd", "-D"], run, root / "log" / "slurmdbd.out", env)
+        daemons.start(DBD_LABEL, ["slurmdbd", "-D"], run, root / "log" / "slurmdbd.out", env, plain=_plain())
         _wait(lambda: _sacctmgr(env, "-n", "list", "cluster", check=False).returncode == 0,
               f"slurmdbd did not answer within {READY_TIMEOUT:.0f} s", root / "log" / "slurmdbd.log")
     # slurmctld registers with slurmdbd only as a cluster slurmdbd knows.
@@ -93,7 +93,8 @@ def stop(run: Path) -> None:
 def _start_database(acct: AccountingLayout, env: dict[str, str]) -> None:
     root, run = acct.root, acct.root / "run"
     datadir, sock = root / "db", run / "mysqld.sock"
-    as_user = [f"--user={acct.slurm_user}"]  # root's mariadbd must be told to stay root
+    # Root's mariadbd must be told to stay root; a normal user's runs as that user anyway.
+    as_user = [f"--user={acct.slurm_user}"] if os.geteuid() == 0 else []
     if not (datadir / "mysql").is_dir():
         shutil.rmtree(datadir, ignore_errors=True)  # a half-made one, from a create that died
         try:
@@ -106,9 +107,15 @@ def _start_database(acct: AccountingLayout, env: dict[str, str]) -> None:
                              f"--port={acct.db_port}", "--bind-address=127.0.0.1", "--skip-name-resolve",
                              "--skip-log-bin", f"--pid-file={run / 'mariadbd.pid'}",
                              f"--log-error={root / 'log' / 'mariadbd.log'}", *DB_SIZES],
-                  run, root / "log" / "mariadbd.out", env)
+                  run, root / "log" / "mariadbd.out", env, plain=_plain())
     _wait(lambda: _sql(acct, env, "SELECT 1", check=False).returncode == 0,
           f"MariaDB did not answer within {READY_TIMEOUT:.0f} s", root / "log" / "mariadbd.log")
+
+
+def _plain() -> bool:
+    """A normal user's database daemons run without namespaces, as its munged does: in a user
+    namespace they would be root there, and MariaDB's socket login would take the user for root."""
+    return os.geteuid() != 0
 
 
 def _sql(acct: AccountingLayout, env: dict[str, str], statements: str, check: bool = True) -> _process.Result:

@@ -128,3 +128,42 @@ def test_a_normal_users_cluster_runs_its_jobs_as_that_user_and_leaves_nothing(sl
     finally:
         killed = normal_user.cleanup()
     assert not killed
+
+
+# What gtc-test runs: its own cluster with accounting, a failing job, sacct as that user.
+ACCOUNTING = """
+import json, os, subprocess
+from jupyter_gtc import api
+from tests.conftest import sleep_until, small_gpu_spec
+spec = small_gpu_spec("nracct", nodes=1)
+spec["orchestratorSpec"]["slurmSpec"]["accounting"] = {}
+api.create_cluster(spec)
+try:
+    job = api.submit_job("nracct", "#!/bin/bash\\nexit 5\\n").wait(timeout=120)
+    env = {**os.environ, **api.cluster_env("nracct")}
+    def sacct():
+        return subprocess.run(["sacct", "-n", "-P", "-X", "-j", job.id, "-o", "JobID,State,ExitCode,User"],
+                              env=env, capture_output=True, text=True).stdout.split()
+    sleep_until(sacct)
+    print(json.dumps({"job": [job.id, job.state], "sacct": sacct()}))
+finally:
+    api.delete_cluster("nracct")
+"""
+
+
+@pytest.mark.slurm
+def test_a_normal_users_cluster_keeps_accounting_as_that_user(slurm_available, normal_user):
+    home = normal_user.new_home()
+    try:
+        result = normal_user.python(ACCOUNTING, home)
+        assert result.returncode == 0, result.stderr[-3000:]
+        answer = json.loads(result.stdout.strip().splitlines()[-1])
+        job_id, state = answer["job"]
+        # (Its user is the one Slurm saw submit: in a user namespace, the daemons see the user as root.)
+        [line] = answer["sacct"]
+        assert state == "FAILED" and line.startswith(f"{job_id}|FAILED|5:0|")
+        left = processes_left(normal_user.uid)
+        assert not left, f"{normal_user.name} still runs, after its cluster was deleted: {left}"
+    finally:
+        killed = normal_user.cleanup()
+    assert not killed

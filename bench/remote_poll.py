@@ -5,7 +5,9 @@ squeue and completion-file reads go over the SSH host's one connection, as on a 
 
     .venv/bin/python bench/remote_poll.py [--window 20] [--sizes 1 100 1000]
 
-Prints round trips and bytes per tick and per minute; the baseline is the 1-job case of the
+Then 100 followed logs (open job panels) that each get a new line every 0.5 s: a poll reads
+them all in one round trip (``LogFollower``s registered with ``poller.follow``). Prints round
+trips and bytes per tick and per minute; the baseline is the 1-job case of the
 same run (a poller that batches costs the same round trips whatever the number of jobs;
 bytes grow with squeue's answer).
 """
@@ -13,6 +15,7 @@ bytes grow with squeue's answer).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -44,6 +47,49 @@ class CountedSSHHost(SSHHost):
         self.requests += 1
         self.bytes += len(data) + len(payload)
         return status, payload
+
+    def _pipelined_reads(self, requests):  # read_many: one round trip per batch
+        answers = super()._pipelined_reads(requests)
+        self.requests += 1
+        self.bytes += sum(len(payload) for _, payload in answers or [])
+        return answers
+
+
+def follow_logs(poller, host, folder: Path, count: int, window: float) -> tuple[float, float]:
+    """``count`` logs, each getting a new line every 0.5 s, followed as open job panels follow
+    theirs (read to the end at every tick); round trips and KB per tick over ``window`` s."""
+    import threading
+
+    from jupyter_gtc.services.logs import LogFollower
+
+    folder.mkdir(parents=True, exist_ok=True)
+    logs = [folder / f"slurm-{i}.out" for i in range(count)]
+    followers = [LogFollower(path, host=host) for path in logs]
+    stops = [poller.follow(f) for f in followers]
+    stops.append(poller.subscribe(lambda changed: [("".join(iter(f.read_new, ""))) for f in followers]))
+    done = threading.Event()
+
+    def write() -> None:
+        step = 0
+        while not done.wait(0.5):
+            step += 1
+            for i, path in enumerate(logs):
+                with open(path, "a") as f:
+                    f.write(f"job {i} step {step}\n")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        time.sleep(1)
+        ticks, requests, sent = poller.ticks, host.requests, host.bytes
+        time.sleep(window)
+        n = max(poller.ticks - ticks, 1)
+        return (host.requests - requests) / n, (host.bytes - sent) / n / 1024
+    finally:
+        done.set()
+        writer.join()
+        for stop in stops:
+            stop()
 
 
 def main() -> int:
@@ -81,7 +127,9 @@ def main() -> int:
             n = max(poller.ticks - ticks, 1)
             rows.append((size, (host.requests - requests) / n, (host.bytes - sent) / n, n * 60 / elapsed,
                          (host.requests - requests) * 60 / elapsed))
+        followed = follow_logs(poller, host, Path(home) / "logs", 100, args.window)
     finally:
+        logging.getLogger("jupyter_gtc").setLevel(logging.ERROR)  # the poller's last ticks find the cluster gone
         if "benchssh" in [c.name for c in api.list_clusters(with_status=False)]:
             api.delete_cluster("benchssh")
         host.close()
@@ -94,6 +142,9 @@ def main() -> int:
     for size, trips, nbytes, ticks_min, trips_min in rows:
         print(f"{size:>8} {trips:>10.1f} {trips / base[1]:>8.2f} {nbytes / 1024:>8.1f} {ticks_min:>9.1f} "
               f"{trips_min:>9.1f}")
+    print(f"\n{rows[-1][0]} watched jobs and 100 followed logs (open panels), each log a new line every 0.5 s:")
+    print(f"  {followed[0]:.1f} round trips per tick (squeue, the completion file, one read of all 100 logs), "
+          f"{followed[1]:.1f} KB per tick")
     return 0
 
 

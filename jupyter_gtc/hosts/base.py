@@ -74,6 +74,18 @@ class Host(ABC):
     def remove_tree(self, path: HostPath) -> None:
         """Remove ``path`` and all under it; nothing there is fine."""
 
+    def read_many(self, requests: Sequence[tuple[HostPath, int, int]]) -> list[bytes | None]:
+        """``read(path, offset, size)`` of each request, None where there is no file. A remote
+        host does them in one round trip (the reason this exists: a poll that follows a hundred
+        logs asks for them at once)."""
+        out: list[bytes | None] = []
+        for path, offset, size in requests:
+            try:
+                out.append(self.read(path, offset, size))
+            except FileNotFoundError:
+                out.append(None)
+        return out
+
     def open_read(self, path: HostPath) -> "RangeReader":
         """A read-only file object (``seek``, ``tell``, ``read``) over ``read``, for parsers
         written against files; ``FileNotFoundError`` at once where there is no file."""

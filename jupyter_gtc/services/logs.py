@@ -29,6 +29,9 @@ def tail_lines(path: Path, lines: int, block: int = 64 * 1024, host: Host = LOCA
     return "".join(text.splitlines(keepends=True)[-lines:]) if lines > 0 else ""
 
 
+PREFETCH_SIZE = 1024 * 1024  # per followed log and poll; the rest, if any, is read as before
+
+
 class LogFollower:
     """Hands out what was appended to a file since the last call (a UTF-8 character cut in
     half by the writer is completed on the next call, never mangled)."""
@@ -38,15 +41,38 @@ class LogFollower:
         self.offset = offset
         self._host = host
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # What a poll read for us (``prefetch``): (offset, bytes, whether that was the file's
+        # end then). Reads at that offset take it instead of asking the host.
+        self._prefetched: tuple[int, bytes, bool] | None = None
 
     def read_new(self, limit: int = 4 * 1024 * 1024) -> str:
         """At most ``limit`` bytes of what is new (-1: all of it)."""
-        try:
-            data = self._host.read(self.path, self.offset, limit)
-        except FileNotFoundError:
-            return ""
+        pre, self._prefetched = self._prefetched, None
+        if pre is not None and pre[0] == self.offset:
+            _, data, at_end = pre
+            if 0 <= limit < len(data):
+                data, rest = data[:limit], data[limit:]
+                self._prefetched = (self.offset + limit, rest, at_end)
+            elif at_end and data:  # nothing more was there at the poll: the next read need not ask
+                self._prefetched = (self.offset + len(data), b"", True)
+        else:
+            try:
+                data = self._host.read(self.path, self.offset, limit)
+            except FileNotFoundError:
+                return ""
         self.offset += len(data)
         return self._decoder.decode(data)
+
+
+def prefetch(host: Host, followers: list[LogFollower]) -> None:
+    """Read what is new in every follower's file in one ``read_many`` (one round trip on a
+    remote host, however many logs a poll follows); each follower's next ``read_new`` takes it."""
+    if not followers:
+        return
+    found = host.read_many([(f.path, f.offset, PREFETCH_SIZE) for f in followers])
+    for follower, data in zip(followers, found):
+        data = data or b""  # no file yet: nothing new
+        follower._prefetched = (follower.offset, data, len(data) < PREFETCH_SIZE)
 
 
 def read_log_range(path: Path, offset: int | None, limit: int, host: Host = LOCAL) -> dict[str, Any]:

@@ -76,6 +76,9 @@ class JobPanel(w.VBox):
         self.cancel_button.on_click(self._cancel)
         # Subscribe before the first update: the other order could miss the job's last change
         # if it happened in between (the poller stops ticking once its jobs have finished).
+        # The poller reads its new lines with every other panel's, in one go (one round trip on a
+        # login node over SSH, however many panels are open).
+        self._unfollow = self._poller.follow(self._follower) if self._follower is not None else None
         self._unsubscribe = self._poller.subscribe(self._on_tick)
         if not job.finished:
             job.refresh()  # make sure the poller watches it (a handle from an earlier session)
@@ -103,15 +106,17 @@ class JobPanel(w.VBox):
                 # Nothing left to cancel: no red button on a finished job.
                 self.cancel_button.disabled = True
                 self.cancel_button.layout.display = "none"
-                if self._unsubscribe is not None:
-                    self._unsubscribe()
-                    self._unsubscribe = None
+                self._stop_following()
 
     def close(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        self._stop_following()
         super().close()
+
+    def _stop_following(self) -> None:
+        for stop in (self._unsubscribe, self._unfollow):
+            if stop is not None:
+                stop()
+        self._unsubscribe = self._unfollow = None
 
     def _ipython_display_(self, **kwargs) -> None:
         # The loader first: the live plot that appears in the panel needs BokehJS.
@@ -161,9 +166,10 @@ class JobPanel(w.VBox):
         if self._follower is None:
             return
         try:
-            size = self.job.log_path.stat().st_size
-        except OSError:
+            found = self.job.host.stat(self.job.log_path)  # on the login node, for an attached cluster
+        except GtcError:  # not reachable now: the whole log is read once it is
             return
+        size = found.size if found is not None else 0
         if size > _TAIL_BYTES:
             self._follower.offset = size - _TAIL_BYTES
             self._partial = None  # the first line read is cut: drop it

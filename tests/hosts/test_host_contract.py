@@ -12,7 +12,7 @@ import pytest
 from jupyter_gtc.exceptions import CommandError
 from jupyter_gtc.hosts import LOCAL, Host, RangeReader
 from jupyter_gtc.metrics.reader import MetricsReader
-from jupyter_gtc.services.logs import LogFollower, read_log_range, tail_lines
+from jupyter_gtc.services.logs import LogFollower, prefetch, read_log_range, tail_lines
 
 HOSTILE = ["plain", "with space", "quote's \"both\"", "$(touch pwned)", "-dash", "semi;colon", "new\nline", "ünï"]
 
@@ -99,6 +99,15 @@ def test_run_takes_an_argument_list_and_adds_env(host, tmp_path):
     assert host.run(["false"], check=False).returncode == 1
 
 
+def test_many_reads_come_back_in_order_with_none_where_there_is_no_file(host, tmp_path):
+    files = [tmp_path / f"{HOSTILE[i % len(HOSTILE)]}-{i}.out" for i in range(150)]  # more than one batch
+    for i, path in enumerate(files):
+        path.write_bytes(f"line {i}\n".encode() * (i % 3 + 1))
+    asked = [(path, 5, 100) for path in files] + [(tmp_path / "never written", 0, 10)]
+    found = host.read_many(asked)
+    assert found[:-1] == [path.read_bytes()[5:] for path in files] and found[-1] is None
+
+
 class CountingHost(Host):
     """A real host (this machine's) that counts what goes over its seam: what an SSH host's
     round trips and bytes would be."""
@@ -127,6 +136,12 @@ class CountingHost(Host):
         self.bytes_read += len(data)
         return data
 
+    def read_many(self, requests):
+        self.calls.append("read_many")
+        found = LOCAL.read_many(requests)
+        self.bytes_read += sum(len(data or b"") for data in found)
+        return found
+
     def write(self, path, data):
         LOCAL.write(path, data)
 
@@ -150,6 +165,25 @@ def test_a_followed_log_costs_the_new_bytes_only(tmp_path):
     assert tail_lines(log, 1, host=host) == "step 2 ü\n"
     page = read_log_range(log, None, 20, host)
     assert page["text"] == "step 2 ü\n" and page["size"] == 100_011
+
+
+def test_a_poll_reads_every_followed_logs_new_lines_in_one_request(tmp_path):
+    host = CountingHost()
+    logs = [tmp_path / f"slurm-{i}.out" for i in range(100)]
+    followers = [LogFollower(path, host=host) for path in logs]
+    for round_ in range(2):
+        for i, path in enumerate(logs):
+            with open(path, "a") as f:
+                f.write(f"job {i} step {round_}\n")
+        host.calls.clear()
+        prefetch(host, followers)
+        # What a panel does at each tick: read until nothing is new.
+        assert ["".join(iter(f.read_new, "")) for f in followers] == [f"job {i} step {round_}\n" for i in range(100)]
+        assert host.calls == ["read_many"]
+    # A read with nothing prefetched (or at another offset) asks the host itself, as before.
+    with open(logs[0], "a") as f:
+        f.write("more\n")
+    assert followers[0].read_new() == "more\n" and host.calls[-1] == "read"
 
 
 def test_a_range_reader_reads_through_its_host(tmp_path):

@@ -124,3 +124,18 @@ def test_a_log_and_metrics_are_followed_over_ssh(ssh_host, tmp_path):
             writer.add_scalar("train/loss", 1.0 / (step + 1), step)
     scalars = MetricsReader(tmp_path / "job dir" / "logs", host=ssh_host).read_new()
     assert [(s.tag, s.step) for s in scalars] == [("train/loss", 0), ("train/loss", 1), ("train/loss", 2)]
+
+
+def test_many_reads_share_one_round_trip_per_batch_and_survive_a_drop(sshd, ssh_host, tmp_path):
+    from jupyter_gtc.hosts.ssh import READ_BATCH
+
+    files = [tmp_path / f"log-{i}" for i in range(READ_BATCH + 6)]
+    for i, path in enumerate(files):
+        path.write_text(f"{i}\n")
+    rounds = []
+    pipelined = ssh_host._pipelined_reads
+    ssh_host._pipelined_reads = lambda chunk: rounds.append(len(chunk)) or pipelined(chunk)
+    assert ssh_host.read_many([(p, 0, -1) for p in files]) == [p.read_bytes() for p in files]
+    assert rounds == [READ_BATCH, 6]
+    ssh_host._stop_server()  # as a dropped connection does: the next call opens a new one
+    assert ssh_host.read_many([(files[0], 0, -1)]) == [b"0\n"]

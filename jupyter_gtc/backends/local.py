@@ -253,6 +253,8 @@ class LocalBackend(Backend):
                    "slurm_conf": str(Path(runtime["dir"]) / "etc" / "slurm.conf"),
                    "gpu_backing": runtime.get("gpu_backing", "none"),
                    "runs_as": (runtime.get("user") or {}).get("name", "root")}
+        if spec.slurm.accounting is not None:
+            details["accounting"] = "slurmdbd (sacct)"
         mounts = storage.describe(spec, Path(runtime["dir"]))
         if mounts:
             details["storage"] = mounts

@@ -47,6 +47,7 @@ def test_sacct_sacctmgr_and_sreport_work_on_a_cluster_that_keeps_accounting(clus
     # slurmctld sends a job's end to slurmdbd on its own thread, a moment after.
     assert sleep_until(lambda: _sacct(NAME, job.id) == [f"{job.id}|FAILED|3:0"]), _sacct(NAME, job.id)
     assert NAME in slurm(NAME, "sacctmgr", "-n", "-P", "list", "cluster", "format=cluster").stdout.split()
+    assert api.get_cluster(NAME).status.details["accounting"] == "slurmdbd (sacct)"  # gtc cluster describe shows it
     report = slurm(NAME, "sreport", "-n", "-P", "cluster", "utilization")
     assert report.returncode == 0 and "accounting storage is disabled" not in report.stderr.lower()
 

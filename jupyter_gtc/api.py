@@ -470,6 +470,34 @@ __all__ += ["vertex_jobs", "vertex_tuning_jobs", "start_vertex_endpoint", "find_
             "VERTEX_TOKEN_VARIABLE"]
 
 
+# -- Vertex AI: the vertex backend ------------------------------------------------------
+
+
+def attach_vertex(spec: Any = None, progress: Progress = no_progress) -> Cluster:
+    """Attach a Vertex target (``spec/vertex_target.py``: project, region, staging_bucket,
+    api_endpoint; a dict, JSON or YAML, or None for every default), named ``vertex`` unless
+    the spec names it. Missing pieces come from ``gtc config``, the environment and gcloud's
+    configuration; one set nowhere is a ``SettingMissing`` saying how to set it. Jobs
+    submitted to it run as Vertex AI CustomJobs."""
+    return create_cluster({} if spec is None else spec, "vertex", progress)
+
+
+def vertex_cluster(name: str | None = None, progress: Progress = no_progress) -> str:
+    """The Vertex target jobs of ``--backend vertex`` go to: ``name`` (attached now if it is not
+    yet, from the settings), else the one attached, else one named ``vertex`` attached now."""
+    targets = [c.name for c in list_clusters(with_status=False) if c.backend == "vertex"]
+    if name is not None and name in targets:
+        return name
+    if name is None and len(targets) == 1:
+        return targets[0]
+    if name is None and len(targets) > 1:
+        raise AmbiguousCluster(targets, what="the Vertex target")
+    return attach_vertex({"display_name": name or "vertex"}, progress).name
+
+
+__all__ += ["attach_vertex", "vertex_cluster"]
+
+
 # -- settings: gtc config -------------------------------------------------------------
 
 

@@ -153,12 +153,16 @@ def _parser() -> argparse.ArgumentParser:
     jv = job.add_subparsers(title="job commands", metavar="VERB")
 
     submit = jv.add_parser(
-        "submit", usage="gtc job submit FILE [--cluster C] [--wait] [--python-env PATH|none] [SBATCH OPTION ...]",
+        "submit", usage="gtc job submit FILE [--cluster C] [--backend vertex] [--wait] [--python-env PATH|none] "
+                        "[SBATCH OPTION ...]",
         help="submit an sbatch script; other options go to sbatch and win over its #SBATCH lines",
         epilog="example: gtc job submit examples/jobs/hello.sbatch --nodes 2 --gpus-per-node 2")
     submit.add_argument("file", help="sbatch script, e.g. examples/jobs/hello.sbatch")
     submit.add_argument("--cluster", help="the cluster (default: the only one)")
     submit.add_argument("--wait", action="store_true", help="wait for the job to finish, then print its log")
+    submit.add_argument("--backend", choices=["vertex"],
+                        help="vertex: a Vertex AI CustomJob (--machine-type T, --replicas N, --image I) on the Vertex "
+                             "target (--cluster; default: the one attached, else one from `gtc config`)")
     submit.add_argument("--python-env", dest="python_env", metavar="PATH|none",
                         help="the Python environment first on the job's PATH (a venv or conda folder); 'none' "
                              "leaves sbatch's PATH as it is; default: $GTC_JOB_PYTHON_ENV, else gtc's own")
@@ -367,8 +371,8 @@ def _job_submit(args) -> None:
     from pathlib import Path
 
     try:
-        job = api.submit_job(api.resolve_cluster(args.cluster), Path(args.file), args.extra,  # named after the file
-                             python_env=args.python_env)
+        cluster = api.vertex_cluster(args.cluster) if args.backend == "vertex" else api.resolve_cluster(args.cluster)
+        job = api.submit_job(cluster, Path(args.file), args.extra, python_env=args.python_env)  # named after the file
     except SpecError as e:
         if e.field != "python_env":
             raise

@@ -295,3 +295,27 @@ class RecipeOutputMissing(GtcError):
 
     google_status = "FAILED_PRECONDITION"
 
+
+
+class SettingMissing(GtcError):
+    """A setting the action needs is set nowhere (``gtc config``, the environment, gcloud's
+    configuration); ``key`` names it, the message says each way to set it."""
+
+    http_status = 400
+    google_status = "FAILED_PRECONDITION"
+
+    def __init__(self, key: str, how: str):
+        self.key = key
+        super().__init__(f"{key} is not set: {how}")
+
+
+class ActionNotSupported(GtcError):
+    """The job's backend has no such action (a requeue on Vertex AI); the message says what
+    to do instead."""
+
+    http_status = 409
+    google_status = "UNIMPLEMENTED"
+
+    def __init__(self, backend: str, action: str, job_id: str, instead: str):
+        self.backend, self.action, self.job_id = backend, action, job_id
+        super().__init__(f"job {job_id}: the {backend} backend cannot {action} a job; {instead}")

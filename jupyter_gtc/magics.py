@@ -67,8 +67,11 @@ class GtcMagics(Magics):
                    "sbatch's PATH as it is; default: $GTC_JOB_PYTHON_ENV, else this kernel's environment")
     @argument("--hang-timeout", dest="hang_timeout", type=float, metavar="SECONDS",
               help="requeue the job when it writes no log line for this long (the cluster's supervisor does)")
+    @argument("--backend", choices=["vertex"],
+              help="vertex: run it as a Vertex AI CustomJob (--machine-type T, --replicas N, --image I) on the "
+                   "Vertex target (--cluster names one; default: the one attached, else one from gtc config)")
     def sbatch(self, line: str, cell: str):
-        """Submit the cell as an sbatch script. Every option other than --cluster,
+        """Submit the cell as an sbatch script. Every option other than --cluster, --backend,
         --python-env and --hang-timeout goes to sbatch and wins over the script's #SBATCH lines, e.g.
         ``%%sbatch --nodes 2 --gpus-per-node 2 --job-name pretrain``. The job runs with this
         kernel's Python environment first on its PATH (``python``, ``torchrun`` are the kernel's).
@@ -77,7 +80,7 @@ class GtcMagics(Magics):
         # list (never through a shell).
         args, options = self.sbatch.parser.parse_known_args(_split(line, "%%sbatch"))
         with _usage_errors():
-            cluster = self._cluster(args.cluster)
+            cluster = api.vertex_cluster(args.cluster) if args.backend == "vertex" else self._cluster(args.cluster)
             with _option_named("python_env", "--python-env"), _option_named("hang_timeout", "--hang-timeout"):
                 job = api.submit_job(cluster, cell, options, python_env=args.python_env,
                                      hang_timeout=args.hang_timeout)

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..exceptions import BackendUnavailable
 from .base import Backend, ClusterStatus, Progress
 
-KNOWN = ("local", "slurm")
+KNOWN = ("local", "slurm", "vertex")
 
 
 def get_backend(name: str, home: Path) -> Backend:
@@ -23,6 +23,10 @@ def get_backend(name: str, home: Path) -> Backend:
         from .slurm import SlurmBackend
 
         return SlurmBackend(home)
+    if name == "vertex":
+        from .vertex import VertexBackend
+
+        return VertexBackend(home)
     raise BackendUnavailable(f"backend {name!r} is not available; valid backends: {', '.join(KNOWN)}")
 
 

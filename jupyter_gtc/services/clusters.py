@@ -66,8 +66,9 @@ class Cluster:
 
     @property
     def attached(self) -> bool:
-        """Whether it is a cluster that exists without jupyter_gtc (backend ``slurm``)."""
-        return isinstance(self.spec, AttachSpec)
+        """Whether it is a cluster that exists without jupyter_gtc (backend ``slurm``, or a
+        ``vertex`` target)."""
+        return not isinstance(self.spec, ClusterSpec)
 
     @property
     def node_count(self) -> int:

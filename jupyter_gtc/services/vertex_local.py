@@ -10,84 +10,21 @@ operation polls included (headers it drops there).
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import _process
 from .._ports import free_ports
 from ..exceptions import GtcError
+# Where a running endpoint is recorded, and its buckets' folder: core, so the vertex backend
+# (which reaches an endpoint as a client) reads the same record.
+from ..vertex.local_endpoint import LocalEndpoint, endpoints_dir, find, gcs_root, write_endpoint_file
 
 TOKEN_VARIABLE = "GTC_VERTEX_TOKEN"  # how the endpoint's process gets its token (never argv)
 READY_TIMEOUT = 120.0  # it imports the SDK's types first: 4 s here, far more on a loaded machine
-
-
-@dataclass(frozen=True)
-class LocalEndpoint:
-    cluster: str
-    host: str
-    port: int
-    token: str
-    process: dict  # _process.this_process() of the endpoint: pid, host, start time
-    storage_port: int = 0  # its Cloud Storage emulator (gcp-storage-emulator) over <GTC_HOME>/gcs
-
-    @property
-    def storage_host(self) -> str:
-        """``STORAGE_EMULATOR_HOST`` for google-cloud-storage (the SDK's uploads)."""
-        return f"http://{self.host}:{self.storage_port}"
-
-    @property
-    def api_endpoint(self) -> str:
-        """What ``aiplatform.init(api_endpoint=...)`` takes: ``http://`` keeps the SDK on plain HTTP."""
-        return f"http://{self.host}:{self.port}/{self.token}"
-
-    def __repr__(self) -> str:  # never the token
-        return (f"LocalEndpoint(cluster={self.cluster!r}, url='http://{self.host}:{self.port}/…', "
-                f"pid={self.process.get('pid')})")
-
-
-def gcs_root(home: Path) -> Path:
-    """The folder the local Vertex endpoint's buckets are: ``gs://b/o`` is ``gcs_root(home) / "b/o"``."""
-    return home / "gcs"
-
-
-def endpoints_dir(home: Path) -> Path:
-    return home / "vertex" / "endpoints"
-
-
-def write_endpoint_file(home: Path, endpoint: LocalEndpoint) -> Path:
-    """Record a running endpoint (the endpoint does, once it listens) for its user alone:
-    mode 0600 from the file's creation on, and in place only when complete."""
-    folder = endpoints_dir(home)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{endpoint.port}.json"
-    partial = path.with_suffix(".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"cluster": endpoint.cluster, "host": endpoint.host, "port": endpoint.port,
-                   "token": endpoint.token, "process": endpoint.process, "storage_port": endpoint.storage_port}, f)
-    os.replace(partial, path)
-    return path
-
-
-def find(home: Path, port: int | None = None, cluster: str | None = None) -> LocalEndpoint | None:
-    """A running endpoint of this GTC_HOME: on ``port``, or serving ``cluster``, or the only one."""
-    found = []
-    for path in sorted(endpoints_dir(home).glob("*.json")):
-        try:
-            endpoint = LocalEndpoint(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
-            continue
-        if not _process.process_alive(endpoint.process):
-            path.unlink(missing_ok=True)
-            continue
-        if (port is None or endpoint.port == port) and (cluster is None or endpoint.cluster == cluster):
-            found.append(endpoint)
-    return found[0] if found else None
 
 
 def start(home: Path, cluster: str, port: int | None = None, host: str = "127.0.0.1") -> LocalEndpoint:
@@ -122,8 +59,12 @@ def answers(endpoint: LocalEndpoint) -> bool:
     import urllib.error
     import urllib.request
 
+    # Never through a proxy: the endpoint is on loopback. (urlopen's own opener is made once per
+    # process from the proxy variables of then, and a kernel with HTTP_PROXY set and no
+    # NO_PROXY sent this to the proxy: the endpoint never seemed to start.)
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with urllib.request.urlopen(f"{endpoint.api_endpoint}/healthz", timeout=2) as reply:
+        with direct.open(f"{endpoint.api_endpoint}/healthz", timeout=2) as reply:
             return reply.status == 200
     except (OSError, urllib.error.URLError):
         return False
@@ -141,5 +82,76 @@ def start_storage(root: Path, host: str, bucket: str | None = None):
     root.mkdir(parents=True, exist_ok=True)
     port = free_ports(1, host)[0]
     server = create_server(host, port, in_memory=False, default_bucket=bucket, data_dir=str(root))
+    # The emulator keeps its own index of objects; what jobs write through GTC_GCS_MOUNT (as
+    # Cloud Storage FUSE writes objects on Vertex AI) must be objects too, or a job's log and
+    # event files would not exist for a storage client (the vertex backend's host). Its
+    # Storage is private (``_storage``); gcp-storage-emulator is pinned to a year's releases.
+    server._storage.__class__ = _mounted_storage(root, f"http://{host}:{port}")
     server.start()
     return server, port
+
+
+def _mounted_storage(root: Path, base_url: str):
+    """gcp-storage-emulator's ``Storage``, where a file under ``root/<bucket>/`` is an object
+    whether it came through the API or was written there: a file the index lacks, or whose
+    size or time changed since, is indexed (with fresh checksums) when it is asked for or
+    listed."""
+    import stat as stat_module
+
+    from gcp_storage_emulator.handlers.objects import _checksums, _make_object_resource
+    from gcp_storage_emulator.storage import Storage
+
+    class MountedStorage(Storage):
+        def _adopt(self, bucket: str, name: str) -> None:
+            if bucket not in self.buckets or ".." in name.split("/"):
+                return  # nothing outside the bucket's folder is an object of it
+            path = root / bucket / name
+            try:
+                info = path.stat()
+            except (OSError, ValueError):
+                return
+            if not stat_module.S_ISREG(info.st_mode):
+                return
+            seen = self.__dict__.setdefault("_gtc_seen", {})  # (bucket, name) -> (size, mtime) when indexed
+            key, mark = (bucket, name), (info.st_size, info.st_mtime_ns)
+            known = self.objects.get(bucket, {}).get(name)
+            if known is not None:
+                if key not in seen and str(known.get("size")) == str(info.st_size):
+                    seen[key] = mark  # indexed by an earlier run of the emulator: as it was then
+                if seen.get(key) == mark:
+                    return
+            content = path.read_bytes()
+            obj = _checksums(content, _make_object_resource(base_url, bucket, name, "application/octet-stream",
+                                                            str(len(content))))
+            self.objects.setdefault(bucket, {})[name] = obj
+            seen[(bucket, name)] = (info.st_size, info.st_mtime_ns)
+
+        def create_file(self, bucket_name, file_name, content, file_obj, file_id=None):
+            super().create_file(bucket_name, file_name, content, file_obj, file_id)
+            try:
+                info = (root / bucket_name / file_name).stat()
+                self.__dict__.setdefault("_gtc_seen", {})[(bucket_name, file_name)] = (info.st_size,
+                                                                                        info.st_mtime_ns)
+            except OSError:
+                pass
+
+        def get_file_obj(self, bucket_name, file_name):
+            self._adopt(bucket_name, file_name)
+            return super().get_file_obj(bucket_name, file_name)
+
+        def delete_file(self, bucket_name, file_name):
+            self._adopt(bucket_name, file_name)
+            self.__dict__.get("_gtc_seen", {}).pop((bucket_name, file_name), None)
+            return super().delete_file(bucket_name, file_name)
+
+        def _list_live_candidates(self, bucket_name, prefix=None):
+            folder = root / bucket_name / (prefix or "").rpartition("/")[0]
+            if bucket_name in self.buckets and ".." not in (prefix or "").split("/") and folder.is_dir():
+                for where, _dirs, files in os.walk(folder):
+                    for file in files:
+                        name = (Path(where) / file).relative_to(root / bucket_name).as_posix()
+                        if name.startswith(prefix or ""):
+                            self._adopt(bucket_name, name)
+            return super()._list_live_candidates(bucket_name, prefix)
+
+    return MountedStorage

@@ -77,12 +77,15 @@ class VertexBackend(Backend):
         runtime.update(vertex_client.resolve(spec, self.home))
         where = f"{runtime['project']} in {runtime['region']}"
         progress(f"asking Vertex AI for {where}")
-        _call(lambda: next(iter(vertex_client.job_client(runtime, self.home).list_custom_jobs(
-            request={"parent": vertex_client.parent(runtime), "page_size": 1})), None), f"list jobs of {where}")
+        endpoint = vertex_client.local_endpoint(runtime, self.home)
+        secret = endpoint.token if endpoint else None
+        jobs = vertex_client.job_client(runtime, self.home, endpoint)
+        _call(lambda: next(iter(jobs.list_custom_jobs(request={"parent": vertex_client.parent(runtime),
+                                                               "page_size": 1})), None), f"list jobs of {where}", secret)
         bucket = runtime["staging_bucket"].removeprefix("gs://").split("/")[0]
         client = vertex_client.storage_client(runtime, self.home)
         if _call(lambda: client.lookup_bucket(bucket), f"look up gs://{bucket}") is None:
-            if vertex_client.local_endpoint(runtime, self.home) is None:
+            if endpoint is None:
                 raise SpecError("vertex.staging_bucket", runtime["staging_bucket"],
                                 f"a bucket that exists: create it with `gcloud storage buckets create gs://{bucket} "
                                 f"--project={runtime['project']} --location={runtime['region']}`")
@@ -144,12 +147,14 @@ class VertexCommands:
     def __init__(self, runtime: dict[str, Any], home: Path, host: Host):
         self.runtime, self.home, self.host = runtime, home, host
         self.parent = vertex_client.parent(runtime)
-        self._client = None
+        self._client, self._secret = None, None
 
     @property
     def client(self):
         if self._client is None:
-            self._client = vertex_client.job_client(self.runtime, self.home)
+            endpoint = vertex_client.local_endpoint(self.runtime, self.home)
+            self._secret = endpoint.token if endpoint else None
+            self._client = vertex_client.job_client(self.runtime, self.home, endpoint)
         return self._client
 
     def submit(self, script: Path, options: list[str], env: dict[str, str], cwd_option: Path,
@@ -164,16 +169,18 @@ class VertexCommands:
             raise
         from google.cloud import aiplatform_v1
 
-        created = _call(lambda: self.client.create_custom_job(parent=self.parent,
+        client = self.client  # first: it reads the token that errors must not show
+        created = _call(lambda: client.create_custom_job(parent=self.parent,
                                                               custom_job=aiplatform_v1.CustomJob(body)),
-                        f"create a CustomJob in {self.parent}")
+                        f"create a CustomJob in {self.parent}", self._secret)
         return created.name.rsplit("/", 1)[1]
 
     def queue(self) -> list[JobStatus]:
         """Every CustomJob of this target (its ``gtc_cluster`` label), finished ones included."""
         label = f'labels.gtc_cluster="{self.runtime["name"]}"'
-        jobs = _call(lambda: list(self.client.list_custom_jobs(request={"parent": self.parent, "filter": label})),
-                     f"list the CustomJobs of {self.parent}")
+        client = self.client  # first: it reads the token that errors must not show
+        jobs = _call(lambda: list(client.list_custom_jobs(request={"parent": self.parent, "filter": label})),
+                     f"list the CustomJobs of {self.parent}", self._secret)
         return [job_status(j) for j in jobs]
 
     def finished_jobs(self, offset: int = 0, unseen: list[str] | None = None) -> tuple[list[JobStatus], int]:
@@ -182,13 +189,14 @@ class VertexCommands:
     def cancel(self, job_ids: list[str]) -> None:
         from google.api_core import exceptions
 
+        client = self.client
         for job_id in job_ids:
             try:
-                self.client.cancel_custom_job(name=f"{self.parent}/customJobs/{job_id}")
+                client.cancel_custom_job(name=f"{self.parent}/customJobs/{job_id}")
             except exceptions.FailedPrecondition:
                 pass  # it has ended already: as scancel of a finished job, nothing to do
-            except exceptions.GoogleAPICallError as e:
-                raise _command_error(f"cancel CustomJob {job_id}", e) from None
+            except (exceptions.GoogleAPICallError, OSError) as e:
+                raise _command_error(f"cancel CustomJob {job_id}", e, self._secret) from None
 
     def requeue(self, job_id: str) -> None:
         raise ActionNotSupported("vertex", "requeue", job_id, "submit it again (a job restarts on a failed worker "
@@ -232,19 +240,25 @@ def _epoch(stamp: Any) -> float | None:
     return stamp.timestamp() if stamp else None
 
 
-def _call(action, what: str):
-    """``action()``, a Google API error becoming a ``CommandError`` that says what was asked
-    and Google's answer (the poller keeps it as a warning; a submit names it)."""
+def _call(action, what: str, secret: str | None = None):
+    """``action()``, a failure becoming a ``CommandError`` that says what was asked and Google's
+    answer (the poller keeps it as a warning; a submit names it). A connection's failure
+    (requests names the URL) has the local endpoint's token, ``secret``, taken out: it must
+    never reach a warning or a log."""
     from google.api_core import exceptions
 
     try:
         return action()
     except exceptions.GoogleAPICallError as e:
-        raise _command_error(what, e) from None
+        raise _command_error(what, e, secret) from None
+    except (OSError, ValueError) as e:  # requests' ConnectionError is an OSError
+        raise _command_error(what, e, secret) from None
 
 
-def _command_error(what: str, error: Any) -> CommandError:
-    said = getattr(error, "message", None) or str(error)
+def _command_error(what: str, error: Any, secret: str | None = None) -> CommandError:
+    said = getattr(error, "message", None) or str(error) or type(error).__name__
+    if secret:
+        said = said.replace(secret, "…")
     failed = CommandError(["vertex", what], getattr(error, "code", None) or 1, said)
     failed.args = (f"Vertex AI refused to {what}: {said}",)  # no command ran: Google's answer, as it is
     return failed

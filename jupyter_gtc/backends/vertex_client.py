@@ -109,12 +109,17 @@ def parent(runtime: dict[str, Any]) -> str:
     return f"projects/{runtime['project']}/locations/{runtime['region']}"
 
 
-def job_client(runtime: dict[str, Any], home: Path):
-    """A ``JobServiceClient`` (REST) for the target: the local endpoint with its token of now,
-    or the region's Vertex AI API with the application default credentials."""
+_FIND = object()
+
+
+def job_client(runtime: dict[str, Any], home: Path, endpoint: Any = _FIND):
+    """A ``JobServiceClient`` (REST) for the target: the local endpoint (``endpoint``, found
+    when not given) with its token of now, or the region's Vertex AI API with the application
+    default credentials."""
     from google.cloud import aiplatform_v1
 
-    endpoint = local_endpoint(runtime, home)
+    if endpoint is _FIND:
+        endpoint = local_endpoint(runtime, home)
     if endpoint is not None:
         from google.auth.credentials import AnonymousCredentials
 

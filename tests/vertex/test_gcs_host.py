@@ -1,0 +1,97 @@
+"""The vertex backend's host: a Cloud Storage bucket through google-cloud-storage, against the
+local endpoint's storage emulator (gcp-storage-emulator over a folder, with the files jobs
+write there through the mount); and its client never shows the local endpoint's token."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_gtc.hosts.gcs import GcsHost, gcs_path, gcs_uri
+from jupyter_gtc.services.logs import LogFollower
+from jupyter_gtc.services.vertex_local import start_storage
+
+NAMES = ["plain", "with space", "quote's \"both\"", "$(touch pwned)", "-dash", "ünï"]
+
+
+@pytest.fixture(scope="module")
+def buckets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gcs")
+    server, port = start_storage(root, "127.0.0.1", "b")
+    yield root, port
+    server.stop()
+
+
+@pytest.fixture
+def host(buckets, monkeypatch):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    _, port = buckets
+    return GcsHost("test bucket", lambda: storage.Client(
+        project="p", credentials=AnonymousCredentials(), client_options={"api_endpoint": f"http://127.0.0.1:{port}"}))
+
+
+def test_paths_are_where_vertex_mounts_buckets():
+    assert gcs_path("gs://b/jobs/x/") == "/gcs/b/jobs/x" and gcs_uri("/gcs/b/jobs/x") == "gs://b/jobs/x"
+    with pytest.raises(ValueError, match="/gcs/BUCKET/OBJECT"):
+        gcs_uri("/tmp/x")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_files_are_written_read_listed_and_removed(host, name):
+    folder = f"/gcs/b/t/{name}/sub"
+    host.make_dirs(folder)
+    assert host.stat(folder).is_dir and host.list_dir(folder) == []  # a folder made exists, empty
+    host.write(f"{folder}/{name}", b"0123456789")
+    assert host.read(f"{folder}/{name}") == b"0123456789"
+    assert host.read(f"{folder}/{name}", 3, 4) == b"3456"
+    assert host.read(f"{folder}/{name}", 8, 100) == b"89"  # fewer only at the end
+    assert host.read(f"{folder}/{name}", 10) == b""
+    st = host.stat(f"{folder}/{name}")
+    assert (st.size, st.is_dir) == (10, False)
+    assert [(e.name, e.is_dir, e.is_file) for e in host.list_dir(folder)] == [(name, False, True)]
+    assert [(e.name, e.is_dir) for e in host.list_dir(f"/gcs/b/t/{name}")] == [("sub", True)]
+    host.remove_tree(f"/gcs/b/t/{name}")
+    assert host.stat(f"/gcs/b/t/{name}") is None and host.list_dir(f"/gcs/b/t/{name}") is None
+
+
+def test_what_is_not_there(host):
+    assert host.stat("/gcs/b/none") is None and host.list_dir("/gcs/b/none") is None
+    with pytest.raises(FileNotFoundError):
+        host.read("/gcs/b/none")
+    host.remove_tree("/gcs/b/none")  # nothing there is fine
+    host.make_dirs("/gcs/b/once")
+    with pytest.raises(FileExistsError):
+        host.make_dirs("/gcs/b/once", exist_ok=False)
+
+
+def test_a_log_a_job_appends_through_the_mount_is_followed_by_its_new_bytes(host, buckets):
+    root, _ = buckets
+    log = root / "b" / "jobs" / "j1" / "slurm-1.out"  # what the job writes, as through Cloud Storage FUSE
+    log.parent.mkdir(parents=True)
+    log.write_text("epoch 1\n")
+    follower = LogFollower("/gcs/b/jobs/j1/slurm-1.out", host=host)
+    assert follower.read_new() == "epoch 1\n"
+    with log.open("a") as f:
+        f.write("epoch 2 ü\n")
+    assert follower.read_new() == "epoch 2 ü\n" and follower.read_new() == ""
+    assert [e.name for e in host.list_dir("/gcs/b/jobs/j1")] == ["slurm-1.out"]
+
+
+def test_a_connection_failure_never_shows_the_local_endpoints_token(tmp_path, monkeypatch):
+    from jupyter_gtc._ports import free_ports
+    from jupyter_gtc._process import this_process
+    from jupyter_gtc.backends.vertex import VertexCommands
+    from jupyter_gtc.exceptions import CommandError
+    from jupyter_gtc.vertex.local_endpoint import LocalEndpoint, write_endpoint_file
+
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    port = free_ports(1, "127.0.0.1")[0]  # nothing listens there
+    token = "TOKEN-that-must-never-be-shown-0123456789"
+    write_endpoint_file(tmp_path, LocalEndpoint("c", "127.0.0.1", port, token, this_process(), port))
+    runtime = {"name": "vx", "project": "local-project", "region": "us-central1", "staging_bucket": "gs://b",
+               "api_endpoint": f"local:{port}"}
+    with pytest.raises(CommandError) as info:
+        VertexCommands(runtime, tmp_path, host=None).queue()
+    assert token not in str(info.value) and token not in info.value.stderr and "…" in str(info.value)

@@ -52,7 +52,7 @@ from ..slurm.render import (
 )
 from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
 from . import accounting, daemons, hosts, netns, storage, supervisor
-from ..health.checks import FAULTS, NodeHealth
+from ..health.checks import FAIL, FAULTS, CheckResult, NodeHealth
 from .base import Backend, ClusterStatus, NotApplied, Progress, no_progress
 
 # Program -> Debian package that provides it.
@@ -553,8 +553,48 @@ class LocalBackend(Backend):
 
     def restart_node(self, spec: ClusterSpec, runtime: dict[str, Any], node: str) -> None:
         """Start ``node``'s slurmd again (and whatever else of the cluster is not running),
-        and wait until it has registered."""
+        and wait until it has registered. One still running is stopped first, with everything
+        the node runs, as a reboot would: a health check's failure may be the node's state."""
+        daemons.stop(f"slurmd-{node}", Path(runtime["dir"]) / "run")
         self._apply(spec, runtime, no_progress, restart_controller=False)
+
+    def reimage_node(self, spec: ClusterSpec, runtime: dict[str, Any], node: str) -> None:
+        """What reinstalling a node's disk does, locally: stop it (everything it runs), wipe its
+        local state (slurmd's spool, its last health record), start it as new, wait until it
+        has registered. Its hardware stays: an injected fault (``faults/<node>``) survives."""
+        root = Path(runtime["dir"])
+        daemons.stop(f"slurmd-{node}", root / "run")
+        shutil.rmtree(root / "spool" / node, ignore_errors=True)
+        (root / "health" / f"{node}.json").unlink(missing_ok=True)
+        self._apply(spec, runtime, no_progress, restart_controller=False)
+
+    def replace_node(self, spec: ClusterSpec, runtime: dict[str, Any], node: str) -> None:
+        """A fresh node in place of ``node``, as Cluster Toolkit's slurm-gcp replaces a VM: a new
+        machine under the same name and address. The old one's processes, network namespace,
+        spool, GPU files, health record and hardware (its injected faults) go; a new one is
+        made and started. Same name and address because Slurm 22.05 learns a new node name only
+        from a new slurm.conf and a slurmctld restart, which would also rename the node in its
+        pool's list; the name is the node's slot in the cluster, not a machine."""
+        root = Path(runtime["dir"])
+        _stop_node(root, _net(runtime), runtime.setdefault("node_slots", {}), node)
+        shutil.rmtree(root / "faults" / node, ignore_errors=True)
+        (root / "health" / f"{node}.json").unlink(missing_ok=True)
+        self._apply(spec, runtime, no_progress, restart_controller=False)  # the same slot (the lowest free) again
+
+    def check_node(self, spec: ClusterSpec, runtime: dict[str, Any], node: str, budget: float = 10.0) -> NodeHealth:
+        """Run ``node``'s checks now, as its HealthCheckProgram does but without acting on the
+        verdict: how the supervisor sees whether a remediation cured it."""
+        root = Path(runtime["dir"])
+        record = root / "health" / f"{node}.json"
+        record.unlink(missing_ok=True)
+        done = _process.run([sys.executable, "-m", "jupyter_gtc.health.node", "--budget", f"{budget:g}", "--record",
+                             str(root / "health"), "--path", str(self.home / "jobs")], check=False,
+                            timeout=budget + 60, env={"SLURMD_NODENAME": node, "GTC_FAULT_DIR": str(root / "faults" / node)})
+        try:
+            return NodeHealth.from_json(json.loads(record.read_text()))
+        except (OSError, ValueError):  # the program itself failed: that is the verdict
+            why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            return NodeHealth(node, time.time(), (CheckResult("checks", FAIL, f"the checks did not run: {why}"),))
 
 
     def health(self, spec: ClusterSpec, runtime: dict[str, Any], now: bool) -> list[NodeHealth]:
@@ -597,8 +637,8 @@ class LocalBackend(Backend):
             netns.set_link(net, runtime["node_slots"][node], up=clear)
             return
         if fault == "crash":
-            if clear:
-                self.restart_node(spec, runtime, node)
+            if clear:  # starts what is not running (a node that runs is left as it is)
+                self._apply(spec, runtime, no_progress, restart_controller=False)
             else:  # its record stays: it was to run, as a node that panicked was
                 daemons.stop(f"slurmd-{node}", root / "run", keep_record=True)
             return

@@ -209,7 +209,14 @@ class LocalOptions(_Model):
     supervisor: bool = False
     """Run the cluster's supervisor (``backends/supervisor.py``): a node whose slurmd crashed
     is set DOWN within a second, so its ``--requeue`` jobs run again on the other nodes at
-    once, and is restarted (up to 3 times in 10 minutes), each step in ``cluster.events()``."""
+    once; a node a health check drained has its jobs requeued; then each goes up the ladder
+    (restart, reimage, replace, give up: ``health/ladder.py``), each step in ``cluster.events()``."""
+    supervisor_cooldown: float = Field(default=30.0, ge=0, le=3600)
+    """Seconds the supervisor waits between two remediations of one node, so a node that fails
+    again at once is not restarted in a loop."""
+    supervisor_window: float = Field(default=600.0, gt=0, le=86400)
+    """Seconds over which a node's remediations count against their limits (3 restarts, 1
+    reimage, 1 replace); when none is left the supervisor gives up on the node."""
 
 
 class ClusterSpec(_Model):

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("slurm_available")
 
 @pytest.fixture(scope="module")
 def watched(slurm_available):
-    cluster = api.create_cluster(small_gpu_spec("watched", nodes=2, supervisor=True))
+    cluster = api.create_cluster(small_gpu_spec("watched", nodes=2, supervisor=True, supervisor_cooldown=1))
     yield cluster
     api.delete_cluster(cluster.name)
 
@@ -123,12 +123,14 @@ def test_a_node_an_admin_drained_stays_drained_and_does_not_stop_a_restart_of_an
 
 def test_a_supervisor_started_again_goes_on_from_what_the_one_before_did(watched):
     """Its decisions are in the state store: one started after its predecessor died counts the
-    node's restarts that one did, gives up at the limit, and takes the node back once someone
-    starts it by hand."""
+    node's restarts that one did, so the next crash climbs to a reimage (the node's spool
+    wiped), the one after that finds no rung left and gives up; the node is taken back once
+    someone starts it by hand."""
     import os
     from pathlib import Path
 
     from jupyter_gtc.backends.supervisor import RESTARTS, Supervisor
+    from jupyter_gtc.health.ladder import Limits
 
     node = "gpu-1"
 
@@ -144,11 +146,24 @@ def test_a_supervisor_started_again_goes_on_from_what_the_one_before_did(watched
         process.kill()
         process.wait(10)
 
-    successor = Supervisor(Path(os.environ["GTC_HOME"]), watched.name)
+    # No replace (its limit 0 here: a replace is tested under training, test_faults_under_training).
+    successor = Supervisor(Path(os.environ["GTC_HOME"]), watched.name,
+                           Limits(attempts={"restart": RESTARTS, "reimage": 1, "replace": 0}, cooldown_s=1))
+    spool = Path(watched.runtime["dir"]) / "spool" / node
+    (spool / "left-by-the-old-image").write_text("")
     api.inject_fault(watched.name, node, "crash")
-    successor.tick()
+    assert sleep_until(lambda: successor.tick() and events()[-1] == (node, "reimaged"), 30), events()
+    assert events()[-3:] == [(node, "detected"), (node, "down"), (node, "reimaged")], events()
+    assert spool.is_dir() and not (spool / "left-by-the-old-image").exists()
+    assert sleep_until(lambda: _node(watched.name, node).ready, 60), _node(watched.name, node)
+    for process in _supervisors(watched.name):  # the reimage started the cluster's missing daemons: one
+        process.kill()
+        process.wait(10)
+
+    api.inject_fault(watched.name, node, "crash")
+    assert sleep_until(lambda: successor.tick() and events()[-1] == (node, "gave up"), 30), events()
     assert events()[-3:] == [(node, "detected"), (node, "down"), (node, "gave up")], events()
-    assert sleep_until(lambda: "gave up after 3 restarts" in (_node(watched.name, node).reason or ""), 30)
+    assert sleep_until(lambda: "gave up: every rung tried" in (_node(watched.name, node).reason or ""), 30)
     successor.tick()  # a node it gave up on stays as it is
     assert events()[-1] == (node, "gave up")
 

@@ -15,7 +15,9 @@ connection, so it is never in the state store, a settings file or a log.
 from __future__ import annotations
 
 import configparser
+import functools
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,8 @@ def parent(runtime: dict[str, Any]) -> str:
 
 
 _FIND = object()
+_job_clients: dict[str, Any] = {}
+_lock = threading.Lock()
 
 
 def job_client(runtime: dict[str, Any], home: Path, endpoint: Any = _FIND):
@@ -127,8 +131,11 @@ def job_client(runtime: dict[str, Any], home: Path, endpoint: Any = _FIND):
         return aiplatform_v1.JobServiceClient(credentials=AnonymousCredentials(), transport="rest",
                                               client_options={"api_endpoint": endpoint.api_endpoint})
     api = runtime.get("api_endpoint") or f"{runtime['region']}-aiplatform.googleapis.com"
-    return aiplatform_v1.JobServiceClient(credentials=_credentials(), transport="rest",
-                                          client_options={"api_endpoint": api})
+    with _lock:  # one per API per process: each poll would otherwise open a new session
+        if api not in _job_clients:
+            _job_clients[api] = aiplatform_v1.JobServiceClient(credentials=_credentials(), transport="rest",
+                                                               client_options={"api_endpoint": api})
+        return _job_clients[api]
 
 
 def storage_client(runtime: dict[str, Any], home: Path):
@@ -145,7 +152,9 @@ def storage_client(runtime: dict[str, Any], home: Path):
     return storage.Client(project=runtime["project"], credentials=_credentials())
 
 
+@functools.lru_cache(maxsize=1)
 def _credentials():
+    """The application default credentials, found once per process (they refresh themselves)."""
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
 

@@ -53,7 +53,7 @@ class GtcMagics(Magics):
         with _usage_errors():
             spec = api.parse_spec(cell, args.backend, display_name=args.name)
             verb = ("updating" if spec.name in _cluster_names() else
-                    "attaching" if isinstance(spec, api.AttachSpec) else "creating")
+                    "attaching" if not isinstance(spec, api.ClusterSpec) else "creating")
             cluster = _with_progress(f"{verb} cluster {spec.name}",
                                      lambda progress: api.apply_cluster_spec(spec, args.backend, progress))
         self.current_cluster = cluster.name

@@ -178,6 +178,10 @@ def test_the_sbatch_magic_sends_the_cell_to_vertex(target):
                                        f"--time soon", "true\n")
     with pytest.raises(UsageError, match="invalid choice"):
         shell.run_cell_magic("sbatch", "--backend gke", "true\n")
+    panel = shell.run_cell_magic("gtc_cluster", "vx2 --backend vertex", f"api_endpoint: local:{endpoint.port}\n")
+    assert (panel.cluster.backend, panel.cluster.attached) == ("vertex", True)
+    assert panel.cluster.status.details["staging_bucket"] == "gs://local-bucket"
+    api.detach_cluster("vx2")
 
 
 def test_gtc_job_submit_with_the_vertex_backend(target, tmp_path):

@@ -76,6 +76,10 @@ def test_a_job_runs_as_a_custom_job_and_its_log_is_read_from_the_bucket(target):
     # The job's folder, as the job panel and the sidebar list it: through the bucket.
     names = {e.name for e in job.host.list_dir(job.job_dir)}
     assert {"job.sbatch", f"slurm-{job.id}.out"} <= names and ".gtc-folder" not in names
+    sent = job.to_json()  # what the sidebar and `gtc job list --json` get
+    assert (sent["state"], sent["exit_code"], sent["managed"]) == ("COMPLETED", 0, True)
+    assert sent["log_path"] == f"{job.job_dir}/slurm-{job.id}.out"
+    assert api.get_job("hello", name).id == job.id  # found again by name, from the state store
 
 
 def test_replicas_run_the_srun_program_once_each(target):

@@ -9,7 +9,9 @@ What maps, and how:
 - The program: the one of the script's ``srun`` line (srun's own options dropped), or the
   whole script under bash (``spec/trial_job.py``); hyperparameter flags after it.
 - ``--image`` (else the target's, else Vertex's prebuilt PyTorch image) is the container.
-- ``--time`` is ``scheduling.timeout``; the job's folder is ``base_output_directory``, so
+- ``--time`` is ``scheduling.timeout``; ``--requeue`` restarts the job when a worker restarts;
+  ``--spot`` and ``--flex-start[=MAX_WAIT]`` are Vertex's provisioning strategies.
+- The job's folder is ``base_output_directory``, so
   Vertex sets ``AIP_MODEL_DIR``, ``AIP_CHECKPOINT_DIR`` and ``AIP_TENSORBOARD_LOG_DIR``.
 - The program's output goes to Cloud Logging, as always on Vertex, and to ``--output`` in the
   job's folder (``slurm-%j.out``, ``%j`` the job's id), where the job's log is read. Each
@@ -54,11 +56,11 @@ cd "$GTC_JOB_DIR"
 """
 
 
-def slurm_seconds(value: str) -> int:
+def slurm_seconds(value: str, option_name: str = "--time") -> int:
     """sbatch's ``--time``: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, in seconds."""
     match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", value.strip())
     if match is None or value.strip() in ("", "UNLIMITED", "INFINITE"):
-        raise SpecError("--time", value, "a time limit: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS")
+        raise SpecError(option_name, value, "a time: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS")
     days, a, b, c = match.groups()
     if days is not None:  # D-HH[:MM[:SS]]
         return int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
@@ -116,9 +118,32 @@ def custom_job(script: str, options: list[str], env: dict[str, str], *, cluster:
         "labels": {"gtc_cluster": cluster},
         "job_spec": {"worker_pool_specs": pools, "base_output_directory": {"output_uri_prefix": output_uri}},
     }
-    if option(pairs, "time"):
-        body["job_spec"]["scheduling"] = {"timeout": f"{slurm_seconds(option(pairs, 'time'))}s"}
+    scheduling = _scheduling(pairs)
+    if scheduling:
+        body["job_spec"]["scheduling"] = scheduling
     return body
+
+
+def _scheduling(pairs: list[tuple[str, str | None]]) -> dict[str, Any]:
+    """``--time``, ``--requeue`` (the job restarts when a worker does), ``--spot`` and
+    ``--flex-start[=MAX_WAIT]`` (Vertex's provisioning strategies) as ``scheduling``."""
+    given = {k for k, _ in pairs}
+    out: dict[str, Any] = {}
+    if option(pairs, "time"):
+        out["timeout"] = f"{slurm_seconds(option(pairs, 'time'))}s"
+    if "requeue" in given and [k for k, _ in pairs if k in ("requeue", "no-requeue")][-1] == "requeue":
+        out["restart_job_on_worker_restart"] = True
+    if "spot" in given and "flex-start" in given:
+        raise SpecError("--spot", None, "one provisioning strategy: --spot (preemptible, cheaper) or --flex-start "
+                                        "(waits for the machines), not both")
+    if "spot" in given:
+        out["strategy"] = "SPOT"
+    if "flex-start" in given:
+        out["strategy"] = "FLEX_START"
+        wait = option(pairs, "flex-start")
+        if wait:
+            out["max_wait_duration"] = f"{slurm_seconds(wait, '--flex-start')}s"
+    return out
 
 
 def _count(value: str) -> int:

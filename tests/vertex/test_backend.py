@@ -83,9 +83,11 @@ def test_a_job_runs_as_a_custom_job_and_its_log_is_read_from_the_bucket(target):
 
 
 def test_replicas_run_the_srun_program_once_each(target):
-    name, _ = target
+    name, endpoint = target
     job = api.submit_job(name, f"#!/bin/bash\n#SBATCH --nodes=2\nsrun python3 -c \"{REPORT}\"\n",
-                         ["--job-name=pair", "--machine-type=n2-standard-4"])
+                         ["--job-name=pair", "--machine-type=n2-standard-4", "--requeue", "--spot"])
+    scheduling = custom_job(endpoint, job).job_spec.scheduling
+    assert scheduling.restart_job_on_worker_restart and scheduling.strategy.name == "SPOT"
     job.wait(timeout=300)
     assert job.state == "COMPLETED", job.logs()
     primary = json.loads(job.logs().strip().splitlines()[-1])

@@ -51,6 +51,15 @@ def test_the_targets_defaults_apply_and_a_cpu_machine_gets_the_cpu_image():
         "container_spec"]["image_uri"] == "my/image"
 
 
+def test_requeue_spot_and_flex_start_are_vertexs_scheduling():
+    spot = body("#!/bin/bash\n#SBATCH --requeue\ntrue\n", "--machine-type=n2-standard-8", "--spot")
+    assert spot["job_spec"]["scheduling"] == {"restart_job_on_worker_restart": True, "strategy": "SPOT"}
+    flex = body("#!/bin/bash\n#SBATCH --requeue\ntrue\n", "--machine-type=a3-highgpu-8g", "--no-requeue",
+                "--flex-start=2:00:00")
+    assert flex["job_spec"]["scheduling"] == {"strategy": "FLEX_START", "max_wait_duration": "7200s"}
+    assert "scheduling" not in body("true\n", "--machine-type=n2-standard-8")["job_spec"]
+
+
 @pytest.mark.parametrize("options, field, words", [
     ([], "--machine-type", "gtc config set vertex.machine_type"),
     (["--machine-type=g2-standard-8", "--gpus-per-node=2"], "--gpus-per-node", "g2-standard-8 has 1 GPU"),
@@ -58,6 +67,8 @@ def test_the_targets_defaults_apply_and_a_cpu_machine_gets_the_cpu_image():
     (["--machine-type=n2-standard-8", "--partition=gpu"], "--partition", "--machine-type"),
     (["--machine-type=n2-standard-8", "--replicas=0"], "--replicas", "1 or more"),
     (["--machine-type=n2-standard-8", "--time=soon"], "--time", "HH:MM:SS"),
+    (["--machine-type=n2-standard-8", "--spot", "--flex-start"], "--spot", "not both"),
+    (["--machine-type=n2-standard-8", "--flex-start=later"], "--flex-start", "HH:MM:SS"),
 ])
 def test_what_vertex_cannot_do_is_refused_naming_the_option(options, field, words):
     with pytest.raises(SpecError) as info:

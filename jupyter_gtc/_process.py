@@ -6,6 +6,7 @@ raises ``CommandError`` carrying argv, exit code and stderr.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import subprocess
@@ -63,19 +64,42 @@ def run_bytes(
     full_env = {**os.environ, **env} if env else None
     log.debug("run %s", argv)
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, timeout=timeout, env=full_env, input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as e:
-        stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        raise CommandError(argv, None, stderr, timeout=timeout) from None
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env)
     except FileNotFoundError:
         raise CommandError(argv, 127, f"{argv[0]}: command not found") from None
-    stderr = proc.stderr.decode(errors="replace")
+    with _running_lock:
+        _running.add(proc)
+    try:
+        stdout, stderr_bytes = proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr_bytes = proc.communicate()
+        raise CommandError(argv, None, stderr_bytes.decode(errors="replace"), timeout=timeout) from None
+    finally:
+        with _running_lock:
+            _running.discard(proc)
+    stderr = stderr_bytes.decode(errors="replace")
     if check and proc.returncode != 0:
-        raise CommandError(argv, proc.returncode, stderr or proc.stdout.decode(errors="replace"))
-    return BytesResult(argv, proc.returncode, proc.stdout, stderr)
+        raise CommandError(argv, proc.returncode, stderr or stdout.decode(errors="replace"))
+    return BytesResult(argv, proc.returncode, stdout, stderr)
+
+
+# Commands that ``run`` waits for. A thread of a process that is exiting (a poller's squeue)
+# would leave its command running without anyone to read it: they are ended with the process.
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
+
+
+@atexit.register
+def _end_running_commands() -> None:
+    with _running_lock:
+        left = list(_running)
+    for proc in left:
+        try:
+            proc.kill()
+        except OSError:
+            pass
 
 
 def run_in_terminal(argv: Sequence[str]) -> int:

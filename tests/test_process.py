@@ -73,3 +73,24 @@ def test_process_alive_with_and_without_a_start_time(tmp_path):
     _process.reap_exited()
     assert not _process.process_alive({"pid": pid, "host": me["host"]})
     assert _process.process_alive({"pid": pid, "host": "another-host"})  # nothing here can tell
+
+
+def test_a_command_a_thread_waits_for_ends_with_the_process(tmp_path):
+    """A poller's squeue in a daemon thread, as its process exits: no command is left running
+    without anyone to read it (a squeue of a deleted cluster's controller retries for a minute)."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    marker = tmp_path / "marker"
+    code = ("import sys, threading, time\nfrom jupyter_gtc import _process\n"
+            f"threading.Thread(target=lambda: _process.run([sys.executable, '-c', 'import time; time.sleep(300)', {str(marker)!r}], timeout=600),"
+            " daemon=True).start()\n"
+            f"while not [p for p in __import__('psutil').process_iter(['cmdline']) if {str(marker)!r} in (p.info['cmdline'] or [])]:\n"
+            "    time.sleep(0.05)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    left = [p for p in psutil.process_iter(["cmdline"]) if str(marker) in (p.info["cmdline"] or [])]
+    for p in left:
+        p.wait(timeout=5)  # killed at exit: it may take a moment to be reaped
+    assert not [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -27,7 +27,7 @@ from ..slurm.sbatch import explain_refusal, gpus_per_node_asked, read_sbatch_opt
 from ..spec.job import HANG_COMMENT, option, parse_options, safe_name, sbatch_directives
 from ..slurm.commands import SlurmCommands, state_refusal
 from ..state import ClusterRecord, JobRecord, Store
-from .clusters import RUNNING, ClusterService
+from .clusters import DELETING, RUNNING, ClusterService
 from ..metrics import progress
 from ..metrics.goodput import Goodput, goodput_of
 from ..metrics.progress import Progress
@@ -421,6 +421,10 @@ class JobService:
 
     def _commands(self, cluster: str, record: ClusterRecord | None = None) -> SlurmCommands:
         record = record or self.store.get_cluster(cluster)
+        if record.state == DELETING:
+            # Its daemons may be stopping: a squeue of a controller that is gone retries for a
+            # minute (and outlives a process that exits meanwhile). Its jobs are being cancelled.
+            raise ClusterBusy(cluster, f"{cluster} is being deleted", record.state)
         return get_backend(record.backend, self.clusters.home).commands(record.runtime)
 
     def jobs_root(self, cluster: str) -> Path:

@@ -348,7 +348,20 @@ def create_study(cluster: str, spec: TuningSpec | dict[str, Any] | str | Path, n
     its arguments (``--learning_rate=0.01``: the script passes them on, ``srun python train.py
     "$@"``), ``CLOUD_ML_TRIAL_ID``, ``CLOUD_ML_HP_METRIC_FILE`` and ``AIP_*`` under
     ``<GTC_HOME>/studies/<name>/<trial_id>/``. A thread of this process drives the study;
-    ``study.resume()`` continues it from another process (or after a restart)."""
+    ``study.resume()`` continues it from another process (or after a restart).
+
+    On a Vertex target (backend ``vertex``), the study is a Vertex AI HyperparameterTuningJob
+    instead, its trials on the target's machine type and image (``gtc config``), and the
+    handle a ``VertexStudy`` (``services/vertex_study.py``) that Vertex AI drives."""
+    record = _clusters().store.get_cluster(cluster)
+    if record.backend == "vertex":
+        from .backends import get_backend
+        from .services.vertex_study import create_vertex_study
+
+        parsed = _spec_or_file(spec, load_tuning_spec)
+        parsed = parsed if isinstance(parsed, TuningSpec) else parse_tuning_spec(parsed)
+        commands = get_backend("vertex", _clusters().home).commands(record.runtime)
+        return create_vertex_study(commands, cluster, parsed, name or parsed.display_name or "study")
     return _tuning().create(cluster, _spec_or_file(spec, load_tuning_spec), name)
 
 

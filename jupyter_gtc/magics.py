@@ -221,6 +221,8 @@ class GtcMagics(Magics):
     @argument("--parallel", type=int, help="parallel_trial_count; wins over the spec's")
     @argument("--max-failed", type=int, dest="max_failed", help="max_failed_trial_count; wins over the spec's")
     @argument("--seed", type=int, help="the sampler's seed")
+    @argument("--backend", choices=["vertex"],
+              help="vertex: run it as a Vertex AI HyperparameterTuningJob on the Vertex target (--cluster names one)")
     def gtc_tune(self, line: str, cell: str | None = None):
         """Run a hyperparameter tuning study: the cell is its spec (YAML: parameters, metric,
         algorithm, early_stopping, job; or a Vertex HyperparameterTuningJob as JSON), or
@@ -230,7 +232,7 @@ class GtcMagics(Magics):
         if bool(cell and cell.strip()) == bool(args.spec):
             raise UsageError("give the study spec either as the cell or with --spec FILE (not both)")
         with _usage_errors():
-            cluster = self._cluster(args.cluster)
+            cluster = api.vertex_cluster(args.cluster) if args.backend == "vertex" else self._cluster(args.cluster)
             overrides = dict(metric=args.metric, max_trials=args.trials, parallel=args.parallel,
                              max_failed_trials=args.max_failed, seed=args.seed)
             spec = (api.load_tuning_spec(args.spec, **overrides) if args.spec
@@ -262,6 +264,9 @@ def load(shell) -> None:
     # and BokehJS's loader must go out in the same output before it.
     shell.display_formatter.ipython_display_formatter.for_type(api.Job, _display_job_panel)
     shell.display_formatter.ipython_display_formatter.for_type(api.Study, _display_study_panel)
+    # A study on Vertex AI shows in the same panel; by name, so its module is not imported here.
+    shell.display_formatter.ipython_display_formatter.for_type_by_name(
+        "jupyter_gtc.services.vertex_study", "VertexStudy", _display_study_panel)
 
 
 def _display_job_panel(job: api.Job) -> None:

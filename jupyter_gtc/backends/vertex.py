@@ -162,8 +162,9 @@ class VertexCommands:
         """Make the CustomJob of the job script in the job's folder ``cwd_option``; its id."""
         try:
             body = custom_job(self.host.read(script).decode(), options, env, cluster=self.runtime["name"],
-                              output_uri=gcs_uri(cwd_option), machine_type=self.runtime.get("machine_type"),
-                              image=self.runtime.get("image"), script_args=script_args)
+                              output_uri=gcs_uri(cwd_option), script_args=script_args,
+                              machine_type=vertex_client.job_default(self.runtime, self.home, "machine_type"),
+                              image=vertex_client.job_default(self.runtime, self.home, "image"))
         except SpecError:
             self.host.remove_tree(cwd_option)  # nothing half-made (services clean up after CommandError only)
             raise

@@ -63,8 +63,9 @@ def resolve(target: VertexTarget, home: Path) -> dict[str, Any]:
                         gcloud.get(("compute", "region"))),
         "staging_bucket": first("staging_bucket").rstrip("/"),
         "api_endpoint": endpoint,
-        "image": first("image"),
-        "machine_type": first("machine_type"),
+        # The job defaults stay the target's own: the settings' are read at each job (job_default).
+        "image": target.image,
+        "machine_type": target.machine_type,
         "poll_interval": target.poll_interval,
     }
     for key, pattern, valid in (("project", config.PROJECT_RE, config.VALID_PROJECT),
@@ -76,6 +77,12 @@ def resolve(target: VertexTarget, home: Path) -> dict[str, Any]:
             raise SpecError(f"vertex.{key}", resolved[key], f"{valid} (found where it was set: the target, "
                                                             f"gtc config, the environment or gcloud's configuration)")
     return {k: v for k, v in resolved.items() if v is not None}
+
+
+def job_default(runtime: dict[str, Any], home: Path, field: str) -> str | None:
+    """A job's ``machine_type`` or ``image`` when it names none: the target's, else the setting
+    of now (``gtc config set vertex.machine_type ...`` applies to the next job)."""
+    return runtime.get(field) or config.load(home).get(f"vertex.{field}")
 
 
 def _gcloud_properties() -> dict[tuple[str, str], str]:

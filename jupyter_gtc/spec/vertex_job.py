@@ -71,6 +71,19 @@ def slurm_seconds(value: str, option_name: str = "--time") -> int:
     return int(a) * 60
 
 
+def machine_spec(machine_type: str | None, image: str | None = None) -> tuple[dict[str, Any], str]:
+    """A worker pool's ``machine_spec`` for ``machine_type`` (its accelerators from the machine
+    catalogue), and the image: ``image``, else Vertex's prebuilt PyTorch one for that machine."""
+    if not machine_type:
+        raise SpecError("--machine-type", None, "the machine each replica runs on (n2-standard-8, a3-highgpu-8g, "
+                                                "...): pass --machine-type, or `gtc config set vertex.machine_type T`")
+    machine = machines.lookup(machine_type)
+    spec: dict[str, Any] = {"machine_type": machine_type}
+    if machine and machine.gpu_count:
+        spec.update(accelerator_type=machine.gpu_type, accelerator_count=machine.gpu_count)
+    return spec, image or (GPU_IMAGE if machine and machine.gpu_count else CPU_IMAGE)
+
+
 def custom_job(script: str, options: list[str], env: dict[str, str], *, cluster: str, output_uri: str,
                machine_type: str | None = None, image: str | None = None,
                script_args: list[str] | None = None) -> dict[str, Any]:
@@ -83,13 +96,8 @@ def custom_job(script: str, options: list[str], env: dict[str, str], *, cluster:
         if option(pairs, name) is not None:
             raise SpecError(f"--{name}", option(pairs, name), why)
     machine_type = option(pairs, "machine-type") or machine_type
-    if not machine_type:
-        raise SpecError("--machine-type", None, "the machine each replica runs on (n2-standard-8, a3-highgpu-8g, "
-                                                "...): pass --machine-type, or `gtc config set vertex.machine_type T`")
+    spec, image = machine_spec(machine_type, option(pairs, "image") or image)
     machine = machines.lookup(machine_type)
-    spec: dict[str, Any] = {"machine_type": machine_type}
-    if machine and machine.gpu_count:
-        spec.update(accelerator_type=machine.gpu_type, accelerator_count=machine.gpu_count)
     gpus = machine.gpu_count if machine else None
     for ask in gpus_per_node_asked(read_sbatch_options(words)):
         if gpus is not None and ask.per_node > gpus:
@@ -97,7 +105,6 @@ def custom_job(script: str, options: list[str], env: dict[str, str], *, cluster:
             raise SpecError(f"--{ask.option}", ask.value, f"{machine_type} has {has}; {ask.how}: choose a "
                                                           f"--machine-type with more")
     replicas = _count(option(pairs, "replicas") or option(pairs, "nodes") or "1")
-    image = option(pairs, "image") or image or (GPU_IMAGE if machine and machine.gpu_count else CPU_IMAGE)
     program = worker_pools_from_script(script)["workerPoolSpecs"][0]["containerSpec"]["command"]
     log = option(pairs, "output") or "slurm-%j.out"
     job_dir = env.get("GTC_JOB_DIR", "")

@@ -201,3 +201,53 @@ def test_gtc_job_submit_with_the_vertex_backend(target, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "hello from the command line" in result.stdout and "COMPLETED (exit code 0)" in result.stdout
     assert api.vertex_cluster() == name  # the one attached is the default
+
+
+OBJECTIVE = ("import sys, hypertune; x = float(sys.argv[1].split('=')[1]); "
+             "hypertune.HyperTune().report_hyperparameter_tuning_metric("
+             "hyperparameter_metric_tag='loss', metric_value=(x - 1) ** 2, global_step=1)")
+STUDY = f"""parameters:
+  x: {{double: [-2, 2]}}
+algorithm: random
+seed: 1
+job: |
+  srun python3 -c "{OBJECTIVE}" "$@"
+"""
+
+
+def test_gtc_tune_runs_a_study_on_vertex_as_a_tuning_job_shown_in_the_study_panel(target):
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+
+    from jupyter_gtc.widgets.study_panel import StudyPanel
+
+    name, endpoint = target
+    shell = start_ipython() or InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "jupyter_gtc")
+    api.set_config("vertex.machine_type", "n2-standard-4")  # the trials' machine: the target has none of its own
+    try:
+        study = shell.run_cell_magic("gtc_tune", f"--backend vertex --cluster {name} --name vx-tune --trials 3 "
+                                                 f"--parallel 3 --metric loss:minimize", STUDY)
+    finally:
+        api.unset_config("vertex.machine_type")
+    panel = StudyPanel(study)  # what the notebook shows: subscribed, live
+    study.wait(timeout=300)
+    snap = study.snapshot()
+    assert snap.state == "SUCCEEDED" and [t.state for t in snap.trials] == ["COMPLETE"] * 3, snap
+    for trial in snap.trials:  # each trial's reported loss is its own x's
+        assert trial.value == pytest.approx((trial.params["x"] - 1) ** 2)
+    assert study.best_trial.value == min(t.value for t in snap.trials)
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    client = aiplatform_v1.JobServiceClient(credentials=AnonymousCredentials(), transport="rest",
+                                            client_options={"api_endpoint": endpoint.api_endpoint})
+    resource = client.get_hyperparameter_tuning_job(name=study.resource_name)
+    assert resource.display_name == "vx-tune" and resource.labels["gtc_cluster"] == name
+    assert resource.trial_job_spec.worker_pool_specs[0].machine_spec.machine_type == "n2-standard-4"
+    from tests.conftest import sleep_until
+
+    assert sleep_until(lambda: panel.snapshot.finished, timeout=60)  # the panel followed it to its end
+    assert "3/3" in panel.counts_label.value
+    with pytest.raises(ActionNotSupported):
+        study.stop_trial("1")

@@ -54,7 +54,7 @@ from . import daemons
 LABEL = "supervisor"
 TICK_S = 1.0
 SILENT_TICKS = 3  # a node whose slurmd runs but does not answer for this many ticks is cut off
-RESTARTS, WINDOW_S = ladder.Limits().attempts["restart"], ladder.Limits().window_s
+RESTARTS = ladder.Limits().attempts["restart"]  # restarts of a node within the window, by default
 REASON = "gtc-supervisor:"
 
 

@@ -9,6 +9,8 @@ What maps, and how:
 - The program: the one of the script's ``srun`` line (srun's own options dropped), or the
   whole script under bash (``spec/trial_job.py``); hyperparameter flags after it.
 - ``--image`` (else the target's, else Vertex's prebuilt PyTorch image) is the container.
+- ``--reduction-server N``: worker pool 2, N Reduction Server replicas (Vertex's image, on
+  n1-highcpu-16), which NCCL's all-reduce between the replicas then goes through.
 - ``--time`` is ``scheduling.timeout``; ``--requeue`` restarts the job when a worker restarts;
   ``--spot`` and ``--flex-start[=MAX_WAIT]`` are Vertex's provisioning strategies.
 - The job's folder is ``base_output_directory``, so
@@ -37,6 +39,9 @@ CPU_IMAGE = "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-4.py310:latest"
 REFUSED = {"array": "Vertex AI has no job arrays; submit one job per task",
            "partition": "Vertex AI has no partitions; choose the machine with --machine-type",
            "dependency": "Vertex AI starts a job at once; submit the next job when this one has finished"}
+# Vertex's Reduction Server (worker pool 2): its image and the machine Google recommends for it.
+REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+REDUCTION_SERVER_MACHINE = "n1-highcpu-16"
 # Variables Vertex sets itself from base_output_directory (gs:// URIs, as a job sees them there).
 VERTEX_SETS = ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR")
 
@@ -120,6 +125,14 @@ def custom_job(script: str, options: list[str], env: dict[str, str], *, cluster:
                       "container_spec": {"image_uri": image,
                                          "command": ["bash", "-c", WRAPPER, "gtc-job", *program, *(script_args or [])],
                                          "env": [{"name": k, "value": v} for k, v in variables.items()]}})
+    servers = option(pairs, "reduction-server")
+    if servers is not None:
+        if len(pools) < 2:
+            raise SpecError("--reduction-server", servers, "a Reduction Server speeds up all-reduce between "
+                                                           "replicas: give the job 2 or more (--replicas)")
+        pools.append({"machine_spec": {"machine_type": REDUCTION_SERVER_MACHINE},
+                      "replica_count": _count(servers, "--reduction-server"),
+                      "container_spec": {"image_uri": REDUCTION_SERVER_IMAGE}})
     body: dict[str, Any] = {
         "display_name": option(pairs, "job-name") or "job",
         "labels": {"gtc_cluster": cluster},
@@ -153,11 +166,11 @@ def _scheduling(pairs: list[tuple[str, str | None]]) -> dict[str, Any]:
     return out
 
 
-def _count(value: str) -> int:
+def _count(value: str | None, option_name: str = "--replicas") -> int:
     try:
-        count = int(value.split("-")[0])  # --nodes=2-4: Vertex's pools have a fixed size, the least
+        count = int((value or "").split("-")[0])  # --nodes=2-4: Vertex's pools have a fixed size, the least
     except ValueError:
         count = 0
     if count < 1:
-        raise SpecError("--replicas", value, "a number of replicas (machines), 1 or more")
+        raise SpecError(option_name, value, "a number of machines, 1 or more")
     return count

@@ -51,6 +51,16 @@ def test_the_targets_defaults_apply_and_a_cpu_machine_gets_the_cpu_image():
         "container_spec"]["image_uri"] == "my/image"
 
 
+def test_a_reduction_server_is_worker_pool_2():
+    from jupyter_gtc.spec.vertex_job import REDUCTION_SERVER_IMAGE
+
+    pools = body("#!/bin/bash\ntrue\n", "--machine-type=a3-highgpu-8g", "--replicas=4", "--reduction-server=2")[
+        "job_spec"]["worker_pool_specs"]
+    assert [p["replica_count"] for p in pools] == [1, 3, 2]
+    assert pools[2] == {"machine_spec": {"machine_type": "n1-highcpu-16"}, "replica_count": 2,
+                        "container_spec": {"image_uri": REDUCTION_SERVER_IMAGE}}
+
+
 def test_requeue_spot_and_flex_start_are_vertexs_scheduling():
     spot = body("#!/bin/bash\n#SBATCH --requeue\ntrue\n", "--machine-type=n2-standard-8", "--spot")
     assert spot["job_spec"]["scheduling"] == {"restart_job_on_worker_restart": True, "strategy": "SPOT"}
@@ -66,6 +76,7 @@ def test_requeue_spot_and_flex_start_are_vertexs_scheduling():
     (["--machine-type=n2-standard-8", "--array=1-4"], "--array", "no job arrays"),
     (["--machine-type=n2-standard-8", "--partition=gpu"], "--partition", "--machine-type"),
     (["--machine-type=n2-standard-8", "--replicas=0"], "--replicas", "1 or more"),
+    (["--machine-type=n2-standard-8", "--reduction-server=1"], "--reduction-server", "2 or more"),
     (["--machine-type=n2-standard-8", "--time=soon"], "--time", "HH:MM:SS"),
     (["--machine-type=n2-standard-8", "--spot", "--flex-start"], "--spot", "not both"),
     (["--machine-type=n2-standard-8", "--flex-start=later"], "--flex-start", "HH:MM:SS"),

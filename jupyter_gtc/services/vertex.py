@@ -208,7 +208,13 @@ class VertexJobs(VertexCollection):
 
     def _running(self, record: VertexJobRecord) -> bool:
         job = self._job(record)
-        return job is not None and not job.finished
+        if job is None or job.finished:
+            return False
+        # This process's poller may be a tick behind a cancel that another process saw end (the
+        # SDK's delete right after its wait): ask Slurm once more before refusing.
+        job._poller.next_tick()
+        job._changed()
+        return not job.finished
 
     def _cancel(self, record: VertexJobRecord) -> None:
         self._job(record).cancel()

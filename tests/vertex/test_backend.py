@@ -73,6 +73,7 @@ def test_a_job_runs_as_a_custom_job_and_its_log_is_read_from_the_bucket(target):
     assert resource.job_spec.worker_pool_specs[0].machine_spec.machine_type == "n2-standard-4"
     calls = requests_logged()[before:]
     assert any(c["method"] == "POST" and c["path"].endswith("/customJobs") for c in calls), calls
+    assert all(c["status"] == 200 for c in calls), calls  # every call the backend made reached the endpoint
     # The job's folder, as the job panel and the sidebar list it: through the bucket.
     names = {e.name for e in job.host.list_dir(job.job_dir)}
     assert {"job.sbatch", f"slurm-{job.id}.out"} <= names and ".gtc-folder" not in names

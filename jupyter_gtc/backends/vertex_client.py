@@ -24,7 +24,7 @@ from typing import Any
 from ..exceptions import GtcError, SettingMissing
 from ..spec.vertex_target import VertexTarget, local_port
 from ..state import config
-from ..vertex.local_endpoint import LocalEndpoint, find
+from ..vertex.local_endpoint import LocalEndpoint, running
 
 # What a local endpoint's target takes where nothing is set: what %gtc_vertex_local names.
 LOCAL_DEFAULTS = {"project": "local-project", "region": "us-central1", "staging_bucket": "gs://local-bucket"}
@@ -105,13 +105,17 @@ def local_endpoint(runtime: dict[str, Any], home: Path) -> LocalEndpoint | None:
     port = local_port(runtime.get("api_endpoint"))
     if port is False:
         return None
-    endpoint = find(home, port if port else None)
-    if endpoint is None:
+    found = running(home, port if port else None)
+    if not found:
         where = f" on port {port}" if port else ""
         raise GtcError(f"no local Vertex endpoint runs{where} (the target's api_endpoint is "
                        f"{runtime.get('api_endpoint')!r}): start one with `gtc vertex serve --cluster CLUSTER` or "
                        f"%gtc_vertex_local in a notebook")
-    return endpoint
+    if len(found) > 1:  # never a guess: each serves its own cluster
+        raise GtcError(f"{len(found)} local Vertex endpoints run ("
+                       + ", ".join(f"port {e.port} for cluster {e.cluster}" for e in found)
+                       + "); name one in the target's api_endpoint: local:PORT")
+    return found[0]
 
 
 def parent(runtime: dict[str, Any]) -> str:

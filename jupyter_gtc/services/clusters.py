@@ -330,7 +330,11 @@ class ClusterService:
         return record, spec
 
     def _tear_down(self, claimed: DeleteClaim, progress: Progress) -> None:
+        from .vertex_local import stop_serving
+
         record, spec = claimed
+        for port in stop_serving(self.home, record.name):
+            progress(f"stopped the local Vertex endpoint on port {port}")
         get_backend(record.backend, self.home).delete(spec, record.runtime, progress)
         self.store.remove_cluster(record.name)
 

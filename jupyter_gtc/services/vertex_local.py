@@ -21,7 +21,7 @@ from .._ports import free_ports
 from ..exceptions import GtcError
 # Where a running endpoint is recorded, and its buckets' folder: core, so the vertex backend
 # (which reaches an endpoint as a client) reads the same record.
-from ..vertex.local_endpoint import LocalEndpoint, endpoints_dir, find, gcs_root, write_endpoint_file
+from ..vertex.local_endpoint import LocalEndpoint, endpoints_dir, find, gcs_root, running, write_endpoint_file
 
 TOKEN_VARIABLE = "GTC_VERTEX_TOKEN"  # how the endpoint's process gets its token (never argv)
 READY_TIMEOUT = 120.0  # it imports the SDK's types first: 4 s here, far more on a loaded machine
@@ -53,6 +53,26 @@ def start(home: Path, cluster: str, port: int | None = None, host: str = "127.0.
                            + (" / ".join(log) or "its log is empty"))
         time.sleep(0.2)
     return endpoint
+
+
+def stop_serving(home: Path, cluster: str) -> list[int]:
+    """Stop every endpoint that serves ``cluster`` (deleted: they would answer for nothing, and
+    a target's ``local`` would have to choose among them); the ports they had."""
+    import psutil
+
+    stopped = []
+    for endpoint in running(home, cluster=cluster):
+        try:
+            proc = psutil.Process(endpoint.process["pid"])
+            proc.terminate()  # it ends its server and storage emulator on SIGTERM
+            proc.wait(timeout=10)
+        except psutil.TimeoutExpired:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+        (endpoints_dir(home) / f"{endpoint.port}.json").unlink(missing_ok=True)
+        stopped.append(endpoint.port)
+    return stopped
 
 
 def answers(endpoint: LocalEndpoint) -> bool:

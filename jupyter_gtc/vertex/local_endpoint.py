@@ -62,8 +62,9 @@ def write_endpoint_file(home: Path, endpoint: LocalEndpoint) -> Path:
     return path
 
 
-def find(home: Path, port: int | None = None, cluster: str | None = None) -> LocalEndpoint | None:
-    """A running endpoint of this GTC_HOME: on ``port``, or serving ``cluster``, or the only one."""
+def running(home: Path, port: int | None = None, cluster: str | None = None) -> list[LocalEndpoint]:
+    """The running endpoints of this GTC_HOME, on ``port`` or serving ``cluster`` where given
+    (the records of endpoints that are gone are removed on the way)."""
     found = []
     for path in sorted(endpoints_dir(home).glob("*.json")):
         try:
@@ -75,4 +76,10 @@ def find(home: Path, port: int | None = None, cluster: str | None = None) -> Loc
             continue
         if (port is None or endpoint.port == port) and (cluster is None or endpoint.cluster == cluster):
             found.append(endpoint)
+    return found
+
+
+def find(home: Path, port: int | None = None, cluster: str | None = None) -> LocalEndpoint | None:
+    """A running endpoint of this GTC_HOME: on ``port``, or serving ``cluster``, or the first."""
+    found = running(home, port, cluster)
     return found[0] if found else None

@@ -15,6 +15,32 @@ import tempfile
 def pytest_configure(config):
     config._gtc_home = tempfile.mkdtemp(prefix="gtc-test-")
     os.environ["GTC_HOME"] = config._gtc_home
+    os.environ["IPYTHONDIR"] = _ipython_dir_where_usage_errors_fail(config._gtc_home)
+
+
+# IPython prints a magic's UsageError to stderr, which neither nbval nor nbclient reads as a
+# failure: a %%sbatch cell that was refused passed, and only a later cell's `job = _` showed
+# it (as a confusing AttributeError). In the kernels tests start, it is an error as any other.
+USAGE_ERRORS_FAIL = """\
+from IPython import get_ipython
+from IPython.core.error import UsageError
+
+
+def _usage_error_fails_the_cell(shell, etype, value, tb, tb_offset=None):
+    shell._showtraceback(etype, value, [f"UsageError: {value}"])
+
+
+get_ipython().set_custom_exc((UsageError,), _usage_error_fails_the_cell)
+"""
+
+
+def _ipython_dir_where_usage_errors_fail(home: str) -> str:
+    folder = os.path.join(home, "ipython")
+    startup = os.path.join(folder, "profile_default", "startup")
+    os.makedirs(startup, exist_ok=True)
+    with open(os.path.join(startup, "00-usage-errors-fail.py"), "w") as f:
+        f.write(USAGE_ERRORS_FAIL)
+    return folder
 
 
 def pytest_unconfigure(config):

@@ -75,6 +75,11 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=rank)
 
 
+# Training under injected faults on a 3-node cluster: beside the recipe notebooks' training it
+# starved them on 2 cores (a 2-node llama-pretrain took over 300 s, its usual 80 in a CI-like
+# run), so it runs on the same worker, after them.
+WITH_THE_RECIPES = {"tests/health/test_faults_under_training.py"}
+
 # Files whose tests run as tests/non_root.py's one test user and then check that it has no
 # process left: two at once would see each other's.
 AS_THE_TEST_USER = {"tests/backends/test_non_root.py", "tests/browser/test_non_root_lab.py"}
@@ -94,7 +99,7 @@ def pytest_xdist_make_scheduler(config, log):
     class ByGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::")[0]
-            if path in chain:
+            if path in chain or path in WITH_THE_RECIPES:
                 return "recipe-notebooks"
             return "as-the-test-user" if path in AS_THE_TEST_USER else path
 

@@ -584,18 +584,7 @@ class LocalBackend(Backend):
     def check_node(self, spec: ClusterSpec, runtime: dict[str, Any], node: str, budget: float = 10.0) -> NodeHealth:
         """Run ``node``'s checks now, as its HealthCheckProgram does but without acting on the
         verdict: how the supervisor sees whether a remediation cured it."""
-        root = Path(runtime["dir"])
-        record = root / "health" / f"{node}.json"
-        record.unlink(missing_ok=True)
-        done = _process.run([sys.executable, "-m", "jupyter_gtc.health.node", "--budget", f"{budget:g}", "--record",
-                             str(root / "health"), "--path", str(self.home / "jobs")], check=False,
-                            timeout=budget + 60, env={"SLURMD_NODENAME": node, "GTC_FAULT_DIR": str(root / "faults" / node)})
-        try:
-            return NodeHealth.from_json(json.loads(record.read_text()))
-        except (OSError, ValueError):  # the program itself failed: that is the verdict
-            why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            return NodeHealth(node, time.time(), (CheckResult("checks", FAIL, f"the checks did not run: {why}"),))
-
+        return self._check_now(runtime, node, budget)
 
     def health(self, spec: ClusterSpec, runtime: dict[str, Any], now: bool) -> list[NodeHealth]:
         """The last run of each node's checks (etc/health_check.sh, every HealthCheckInterval).
@@ -604,11 +593,8 @@ class LocalBackend(Backend):
         root = Path(runtime["dir"])
         names = _node_names(spec)
         if now:
-            argv = [sys.executable, "-m", "jupyter_gtc.health.node", "--budget", "10", "--record", str(root / "health"),
-                    "--path", str(self.home / "jobs")]
             with ThreadPoolExecutor(len(names)) as pool:
-                list(pool.map(lambda name: _process.run(argv, check=False, timeout=60, env={
-                    "SLURMD_NODENAME": name, "GTC_FAULT_DIR": str(root / "faults" / name)}), names))
+                return list(pool.map(lambda name: self._check_now(runtime, name, 10.0), names))
         out = []
         for name in names:
             try:
@@ -616,6 +602,21 @@ class LocalBackend(Backend):
             except FileNotFoundError:
                 continue
         return out
+
+    def _check_now(self, runtime: dict[str, Any], node: str, budget: float) -> NodeHealth:
+        """Run ``node``'s checks now (and record them, as its HealthCheckProgram does); this run's
+        result, read from its output: the record may already hold a later run, or one that began
+        before a fault was injected and ended after (a race a CI-like run lost)."""
+        root = Path(runtime["dir"])
+        done = _process.run([sys.executable, "-m", "jupyter_gtc.health.node", "--json", "--budget", f"{budget:g}",
+                             "--record", str(root / "health"), "--path", str(self.home / "jobs")],
+                            check=False, timeout=budget + 60,
+                            env={"SLURMD_NODENAME": node, "GTC_FAULT_DIR": str(root / "faults" / node)})
+        try:
+            return NodeHealth.from_json(json.loads(done.stdout.strip().splitlines()[-1]))
+        except (IndexError, ValueError, KeyError):  # the program itself failed: that is the verdict
+            why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            return NodeHealth(node, time.time(), (CheckResult("checks", FAIL, f"the checks did not run: {why}"),))
 
     def inject_fault(self, spec: ClusterSpec, runtime: dict[str, Any], node: str, fault: str, clear: bool) -> None:
         """A fault file in the node's fault folder, which its checks read (``FAULTS``); ``crash``

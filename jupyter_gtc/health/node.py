@@ -70,12 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     ctx = NodeContext(paths=tuple(args.path), fault_dir=os.environ.get("GTC_FAULT_DIR") or None)
     results = run_checks(ctx, args.check, args.budget)
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+    run = {"node": node, "time": time.time(), "results": [r.to_json() for r in results]}
     if args.record:
-        record(args.record, node, results)
+        record(args.record, run)
     if args.slurm:
         act_on(node, results)
     if args.json:
-        print(json.dumps({"node": node, "results": [r.to_json() for r in results]}))
+        print(json.dumps(run))  # what was recorded: a caller takes this run, not the newest record
     else:
         for r in results:
             print(f"{node:12} {r.check:12} {r.verdict:5} {r.seconds:6.2f}s  {r.evidence}")
@@ -102,13 +103,13 @@ def act_on(node: str, results: list[CheckResult]) -> None:
         _scontrol("update", f"NodeName={node}", "State=RESUME")
 
 
-def record(folder: str, node: str, results: list[CheckResult]) -> None:
+def record(folder: str, run: dict) -> None:
     """The run as ``folder/<node>.json``, replaced whole (a reader never sees half of one)."""
     os.makedirs(folder, exist_ok=True)
-    data = json.dumps({"node": node, "time": time.time(), "results": [r.to_json() for r in results]})
+    node = run["node"]
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{node}.")
     with os.fdopen(fd, "w") as f:
-        f.write(data)
+        f.write(json.dumps(run))
     os.replace(tmp, os.path.join(folder, f"{node}.json"))
 
 

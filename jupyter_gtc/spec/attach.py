@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..exceptions import SpecError, SpecErrors
-from .cluster import DISPLAY_NAME_RE, _to_spec_error, parse_spec_text
+from .cluster import _to_spec_error, checked_display_name, parse_spec_text
 
 # A host or user that starts with "-" would reach ssh as an option (-oProxyCommand=...).
 HOST_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%\[\]-]*")
@@ -68,9 +68,7 @@ class AttachSpec(_Model):
     @field_validator("display_name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not DISPLAY_NAME_RE.fullmatch(value):
-            raise ValueError("use lowercase letters, digits and hyphens, starting with a letter, at most 10 characters")
-        return value
+        return checked_display_name(value)
 
     @field_validator("python", "slurm_conf")
     @classmethod

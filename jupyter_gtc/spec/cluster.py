@@ -24,6 +24,13 @@ from . import machines
 
 # Vertex: lowercase letters, digits and hyphens, starting with a letter, at most 10 chars.
 DISPLAY_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,9}")  # fullmatch: `$` alone lets "abc\n" through
+
+
+def checked_display_name(value: str) -> str:
+    """An attach spec's or a Vertex target's display_name, as a pydantic validator wants it."""
+    if not DISPLAY_NAME_RE.fullmatch(value):
+        raise ValueError("use lowercase letters, digits and hyphens, starting with a letter, at most 10 characters")
+    return value
 # Pool and partition ids become Slurm node and partition names (and file names).
 ID_RE = re.compile(r"[a-z][a-z0-9-]{0,30}")
 ID_RULE = "use lowercase letters, digits and hyphens, starting with a letter, at most 31 characters"

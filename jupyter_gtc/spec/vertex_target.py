@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..exceptions import SpecError, SpecErrors
 from ..state import config
-from .cluster import DISPLAY_NAME_RE, _to_spec_error, parse_spec_text
+from .cluster import _to_spec_error, checked_display_name, parse_spec_text
 
 DEFAULT_NAME = "vertex"
 DEFAULT_POLL_INTERVAL = 5.0  # seconds between two lists of the target's jobs; Vertex's read quota is per minute
@@ -47,9 +47,7 @@ class VertexTarget(BaseModel):
     @field_validator("display_name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not DISPLAY_NAME_RE.fullmatch(value):
-            raise ValueError("use lowercase letters, digits and hyphens, starting with a letter, at most 10 characters")
-        return value
+        return checked_display_name(value)
 
     @field_validator("project")
     @classmethod

@@ -40,6 +40,8 @@ class PretrainConfig:
     keep_checkpoints: int = _f(2, "how many checkpoints to keep")
     hold_until: str | None = _f(None, "after each checkpoint, wait until this file exists (a relative path is "
                                       "the job's folder's): a test preempts a run at a known step this way")
+    hold_at_step: int | None = _f(None, "with hold_until: hold after this step (its metrics written), not after "
+                                        "each checkpoint: a test faults a run between two checkpoints this way")
     init_from: str | None = _f(None, "continued pretraining: start from these weights (a model folder, "
                                      "a checkpoint folder or one step-N checkpoint)")
     seed: int = _f(0, "seed of the weights and of the batch order")
@@ -70,6 +72,9 @@ class PretrainConfig:
                      "log_every"):
             if getattr(self, name) < 1:
                 problems.append(SpecError(name, getattr(self, name), "a whole number of at least 1"))
+        if self.hold_at_step is not None and not (1 <= self.hold_at_step <= self.steps and self.hold_until):
+            problems.append(SpecError("hold_at_step", self.hold_at_step, f"a step from 1 to steps ({self.steps}), "
+                                      "with hold_until set"))
         if self.lr <= 0:
             problems.append(SpecError("lr", self.lr, "a positive learning rate such as 3e-4"))
         if self.parallel not in PARALLEL_MODES:
@@ -101,7 +106,7 @@ def parse_args(argv: list[str] | None = None, description: str = "") -> Pretrain
     """Flags named after the fields (``--global-batch``); unset ones take the size's preset."""
     parser = argparse.ArgumentParser(prog="python -m jupyter_gtc.recipes.pretrain", description=description)
     for f in dataclasses.fields(PretrainConfig):
-        kind = {"int": int, "float": float}.get(str(f.type), str)
+        kind = {"int": int, "int | None": int, "float": float}.get(str(f.type), str)
         parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None, help=f.metadata["help"])
     given = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
     preset = SIZE_PRESETS.get(given.get("size", "tiny"), {})

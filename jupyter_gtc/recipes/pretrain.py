@@ -142,11 +142,14 @@ def train(config: PretrainConfig) -> dict[str, float]:
             say(f"step {step}/{config.steps} loss {values['train/loss']:.4f} lr {lr:.2e} "
                 f"grad_norm {values['train/grad_norm']:.3f} tokens/s {values['perf/tokens_per_s']:.0f}"
                 + (f" mfu {values['perf/mfu']:.1%}" if "perf/mfu" in values else ""), flush=True)
-        if step % config.checkpoint_every == 0 or step == config.steps:
+        checkpointed = step % config.checkpoint_every == 0 or step == config.steps
+        if checkpointed:
             checkpoints.save(step, model, optimizer, {"loss": values["train/loss"]})
             metrics.flush()
-            if config.hold_until:
-                hold_until(Path(config.hold_until), say)
+        if config.hold_until and (step == config.hold_at_step if config.hold_at_step else checkpointed):
+            metrics.flush()
+            hold_until(Path(config.hold_until), say)
+        if checkpointed or step == config.hold_at_step:
             metrics.restart_clock()
 
     metrics.close()

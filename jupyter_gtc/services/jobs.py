@@ -31,6 +31,7 @@ from .clusters import DELETING, RUNNING, ClusterService
 from ..metrics import progress
 from ..metrics.goodput import Goodput, goodput_of
 from ..metrics.progress import Progress
+from ..metrics.resumed import latest_attempts
 from .logs import LogFollower, read_log_range, tail_lines
 from .metrics import JobMetrics, as_table
 from .poller import ClusterPoller, JobView, Snapshot
@@ -196,12 +197,14 @@ class Job:
         (``subscribe`` to get every new scalar; ``refresh`` to read)."""
         return self._service.metrics_of(self)
 
-    def metrics(self):
+    def metrics(self, all_attempts: bool = False):
         """Every scalar the job has written so far: tag, step, wall_time, value (and run),
-        as a pandas DataFrame where pandas is installed, else a list of ``Scalar``."""
+        as a pandas DataFrame where pandas is installed, else a list of ``Scalar``. Each step
+        once: where a requeued attempt redid steps since its checkpoint, its values replace the
+        dead attempt's, as in TensorBoard (``metrics/resumed.py``); ``all_attempts`` keeps both."""
         tail = self.metrics_feed
         tail.refresh()
-        return as_table(tail.all())
+        return as_table(tail.all() if all_attempts else latest_attempts(tail.all()))
 
     def progress(self) -> Progress | None:
         """How far the job is, from a ``progress/total_steps`` scalar or tqdm lines in its log."""

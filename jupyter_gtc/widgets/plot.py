@@ -87,6 +87,8 @@ from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 from jupyter_bokeh import BokehModel
 
+from ..metrics.resumed import kept_mask
+
 if TYPE_CHECKING:
     from ..metrics import Scalar
 
@@ -219,7 +221,16 @@ class LivePlot(BokehModel):
             return 0
         line.last = (float(wall[-1]), float(steps[-1]))
         cap = self.max_points_per_tag
-        if len(line.steps) + len(steps) <= cap:
+        if (len(line.steps) and steps[0] <= line.steps[-1]) or (np.diff(steps) <= 0).any():
+            # A requeued attempt redoes the steps since its checkpoint: its points replace the
+            # dead attempt's from there on, so the line shows each step once (metrics/resumed.py).
+            all_steps, all_values = np.concatenate([line.steps, steps]), np.concatenate([line.values, values])
+            kept = np.array(kept_mask(all_steps.tolist()), dtype=bool)
+            line.steps, line.values = all_steps[kept], all_values[kept]
+            if len(line.steps) > cap:
+                line.steps, line.values = decimate(line.steps, line.values, cap)
+            line.source.data = {"step": line.steps, "value": line.values}
+        elif len(line.steps) + len(steps) <= cap:
             line.source.stream({"step": steps, "value": values}, rollover=cap)
             line.steps = np.concatenate([line.steps, steps])
             line.values = np.concatenate([line.values, values])

@@ -114,6 +114,29 @@ def test_only_new_points_are_added():
     assert plot.point_count == {"loss": 15}
 
 
+def attempt(tag: str, steps, began: float, value) -> list[Scalar]:
+    """One attempt's points of ``tag``: written one a second from ``began``."""
+    return [Scalar(tag, step, began + i, value(step)) for i, step in enumerate(steps)]
+
+
+def test_a_resumed_attempt_replaces_the_steps_it_redid():
+    """Killed after step 8 with a checkpoint at 5, the job redoes 6-8: the line keeps each step
+    once, the new attempt's values from step 6 on, whether they come in the same call or later."""
+    for together in (False, True):
+        plot = LivePlot()
+        first = attempt("loss", range(1, 9), 1_700_000_000.0, lambda step: 1.0)
+        second = attempt("loss", range(6, 12), 1_700_000_100.0, lambda step: 2.0)
+        if together:
+            plot.add(first + second)
+        else:
+            plot.add(first)
+            plot.add(second[:2])
+            plot.add(second[2:])
+        [source] = [r.data_source for r in plot.figure.renderers]
+        assert list(source.data["step"]) == list(range(1, 12)), together
+        assert list(source.data["value"]) == [1.0] * 5 + [2.0] * 6, together
+
+
 def test_hover_shows_tag_step_and_value():
     plot = LivePlot()
     [hover] = [tool for tool in plot.figure.tools if isinstance(tool, HoverTool)]

@@ -5,6 +5,8 @@
     GET    clusters/<name>           Cluster.to_json()
     POST   clusters/<name>/scale     {"pool": "gpu", "nodes": 4} -> 202 Operation.to_json()
     DELETE clusters/<name>           202 Operation.to_json()
+    GET    clusters/<name>/events    {"events": [{time, node, event, detail}, ...]}   oldest first;
+                                     ?since=<time>: only those after it (the sidebar polls so)
     GET    operations                {"operations": [Operation.to_json(), ...]}   running and recent, oldest first
     GET    operations/<id>           Operation.to_json()
 
@@ -19,6 +21,8 @@ spec carries scripts that run as root on the nodes needs "execute" as well (``sc
 """
 
 from __future__ import annotations
+
+import math
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
@@ -97,6 +101,27 @@ class ClusterScaleHandler(GtcHandler):
         self.write_operation(await self.call(api.start_scale_cluster, name, pool, nodes))
 
 
+class ClusterEventsHandler(GtcHandler):
+    """The remediation history of a cluster's nodes (``api.cluster_events``): what its
+    supervisor noticed and did. ``since`` is the ``time`` of the newest event the caller has,
+    so a poll that finds nothing new answers an empty list."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, name: str):
+        raw = self.get_query_argument("since", None)
+        try:
+            since = float(raw) if raw is not None else None
+        except ValueError:
+            raise bad_request(f"since: {raw!r} is not a time (seconds since the epoch)") from None
+        if since is not None and not math.isfinite(since):
+            raise bad_request(f"since: {raw!r} is not a time (seconds since the epoch)")
+        events = await self.call(api.cluster_events, name)
+        if since is not None:
+            events = [e for e in events if e["time"] > since]
+        self.write_json({"events": events})
+
+
 class OperationsHandler(GtcHandler):
     @web.authenticated
     @authorized
@@ -117,6 +142,7 @@ def handlers(prefix: str) -> list[tuple]:
         (f"{prefix}/clusters", ClustersHandler),
         (f"{prefix}/clusters/(?P<name>[^/]+)", ClusterHandler),
         (f"{prefix}/clusters/(?P<name>[^/]+)/scale", ClusterScaleHandler),
+        (f"{prefix}/clusters/(?P<name>[^/]+)/events", ClusterEventsHandler),
         (f"{prefix}/operations", OperationsHandler),
         (f"{prefix}/operations/(?P<op_id>[^/]+)", OperationHandler),
     ]

@@ -1,8 +1,10 @@
-"""The cluster panel (pools, nodes with their state and drain reason, GPUs in use) and the
-progress line shown while a cluster is created or scaled.
+"""The cluster panel (pools, nodes with their state and drain reason, GPUs in use, the
+remediation history of its nodes) and the progress line shown while a cluster is created or
+scaled.
 
-The cluster panel shows the ``api.Cluster`` it is given; its Refresh button asks
-``api.get_cluster`` again. Nothing here polls.
+The cluster panel shows the ``api.Cluster`` it is given and the cluster's events
+(``api.cluster_events``: what its supervisor noticed and did); its Refresh button asks for
+both again. Nothing here polls.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..exceptions import GtcError
 _MUTED = "color:#57606a"
 _TABLE = "border-collapse:collapse; margin:0.3em 0; font-size:90%"
 _CELL = "padding:0.15em 0.8em 0.15em 0; text-align:left"
+EVENTS_SHOWN = 50  # the newest events the Remediation section lists; api.cluster_events has all
 
 
 class ClusterPanel(w.VBox):
@@ -30,16 +33,51 @@ class ClusterPanel(w.VBox):
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=w.Layout(width="auto"))
         self.refresh_button.on_click(lambda _button: self.refresh())
         header = w.HBox([self.summary_html, self.refresh_button], layout=w.Layout(align_items="center"))
-        super().__init__([header, self.pools_html, self.nodes_html])
+        self.events_html = w.HTML()
+        # Collapsed while there is nothing to list; opened once when the first event shows
+        # (a fault is news), and left as the user set it after that.
+        self.remediation = w.Accordion([self.events_html], titles=("Remediation",), selected_index=None)
+        self.events: list[dict] = []
+        super().__init__([header, self.pools_html, self.nodes_html, self.remediation])
         self.cluster = cluster
         self.show(cluster)
+        self._read_events()
 
     def refresh(self) -> None:
-        """Ask for the cluster's live status again and show it."""
+        """Ask for the cluster's live status and its events again and show them."""
         try:
             self.show(api.get_cluster(self.cluster.name))
         except GtcError as e:  # e.g. deleted meanwhile: say so in place of the summary
             self.summary_html.value = f"<b>{html.escape(self.cluster.name)}</b> &nbsp;{html.escape(str(e))}"
+            return
+        self._read_events()
+
+    def _read_events(self) -> None:
+        try:
+            events = api.cluster_events(self.cluster.name)
+        except GtcError as e:  # the history is a side show: say why it is missing, keep the rest
+            self.events_html.value = f"<span style='{_MUTED}'>{html.escape(str(e))}</span>"
+            return
+        self.show_events(events)
+
+    def show_events(self, events: list[dict]) -> None:
+        """List ``events`` (oldest first, as ``api.cluster_events`` gives them) newest first:
+        local time, node, event, detail; the newest ``EVENTS_SHOWN`` only."""
+        first = not self.events and events
+        self.events = events
+        self.remediation.set_title(0, f"Remediation ({len(events)})" if events else "Remediation")
+        if not events:
+            self.events_html.value = f"<span style='{_MUTED}'>Nothing has happened to the nodes yet.</span>"
+            return
+        shown = events[::-1][:EVENTS_SHOWN]
+        rows = [[time.strftime("%H:%M:%S", time.localtime(e["time"])), e["node"], e["event"], e.get("detail") or ""]
+                for e in shown]
+        more = len(events) - len(shown)
+        self.events_html.value = _table(["time", "node", "event", "detail"], rows) + (
+            f"<span style='{_MUTED}'>and {more} older; "
+            f"{html.escape(f'api.cluster_events({self.cluster.name!r})')} has every one</span>" if more else "")
+        if first:
+            self.remediation.selected_index = 0
 
     def show(self, cluster: api.Cluster) -> None:
         self.cluster = cluster

@@ -291,6 +291,28 @@ export interface IOperation {
   result: ICluster | null;
 }
 
+/**
+ * Something that happened to a node of a cluster (a row of `cluster_events`, written by the
+ * supervisor, `backends/supervisor.py`; the event names are `health/ladder.py`'s): the
+ * remediation history the sidebar shows under a cluster.
+ */
+export interface IClusterEvent {
+  /** Seconds since the epoch; `GET clusters/<name>/events?since=<time>` answers only newer ones. */
+  time: number;
+  /** The node it concerns (`gpu-1`). */
+  node: string;
+  /** detected, down, unreachable, restarted, reimaged, replaced, still failing, healthy,
+   * gave up, back, left alone, released, hang, ... */
+  event: string;
+  /** Why, or what was done, for a person ("its slurmd exited", "job 12 wrote nothing ..."); may be "". */
+  detail: string;
+}
+
+/** `GET clusters/<name>/events`: oldest first. */
+export interface IClusterEventList {
+  events: IClusterEvent[];
+}
+
 /** `GET operations`: running and recently finished, oldest first. */
 export interface IOperationList {
   operations: IOperation[];

@@ -7,6 +7,12 @@
  * Drawn as SVG with theme variables (axes, grid, and a palette that base.css sets for light
  * and dark themes). A long series is thinned to each pixel column's first, lowest, highest
  * and last point, so it draws fast and spikes stay visible; all points are kept.
+ *
+ * A job that resumed from a checkpoint (requeued) reports the steps after its checkpoint
+ * again: each step is drawn once, the newer attempt's, by TensorBoard's purge rule (as
+ * `metrics/resumed.py` does for `job.metrics()` and the notebook's plot). A series' points are
+ * taken in the order written (wall time): a point whose step is not past the series' last
+ * first drops the series' points from that step on.
  */
 import { MainAreaWidget } from '@jupyterlab/apputils';
 import { Message } from '@lumino/messaging';
@@ -23,11 +29,22 @@ const PALETTE_SIZE = 10; // --jp-gtc-series-0 ... -9 in base.css, light and dark
 const MARGIN = { left: 60, right: 16, top: 12, bottom: 38 };
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
+/** A scalar as a series keeps it. */
+interface IPoint {
+  step: number;
+  value: number | null;
+  wallTime: number;
+}
+
 /** One line: a tag, or a tag of an event file below the log dir (`tag (run)`). */
 interface ISeries {
   key: string;
+  /** The points drawn: each step once, steps ascending (`purge`). */
   steps: number[];
   values: (number | null)[];
+  /** Every point read, in the order written (wall time): what `steps` is made from again
+   * when a read brings points older than the newest (an earlier event file's tail). */
+  written: IPoint[];
   shown: boolean;
   color: number;
   /** Its row in the tag picker. */
@@ -73,7 +90,7 @@ export class JobMetrics extends Widget {
     void this._follow();
   }
 
-  /** Points held per line, by its key. */
+  /** Points per line (each step once), by its key. */
   get pointCounts(): Record<string, number> {
     const counts: Record<string, number> = {};
     this._series.forEach(s => (counts[s.key] = s.steps.length));
@@ -122,8 +139,7 @@ export class JobMetrics extends Widget {
     for (const s of scalars) {
       const key = s.run ? `${s.tag} (${s.run})` : s.tag;
       const series = this._series.get(key) ?? this._newSeries(key);
-      series.steps.push(s.step);
-      series.values.push(s.value);
+      addPoint(series, { step: s.step, value: s.value, wallTime: s.wall_time });
     }
     let total = 0;
     this._series.forEach(s => {
@@ -150,7 +166,7 @@ export class JobMetrics extends Widget {
     const value = element('span', 'jp-gtc-Metrics-value');
     label.append(box, swatch, name, value);
     row.append(label);
-    const series: ISeries = { key, steps: [], values: [], shown: box.checked, color, row, value };
+    const series: ISeries = { key, steps: [], values: [], written: [], shown: box.checked, color, row, value };
     box.addEventListener('change', () => {
       series.shown = box.checked;
       this._scheduleDraw();
@@ -299,6 +315,51 @@ export function createMetricsTab(cluster: string, jobId: string): MainAreaWidget
   });
 }
 
+// -- each step once ------------------------------------------------------------------
+
+/** Add a point to a series by TensorBoard's purge rule: a step at or before the series' last
+ * drops the points from that step on (a resumed job redid them), then it is appended. A point
+ * written before the newest one read (an earlier event file read late) goes in its place in
+ * the written order, and the drawn points are made again from that order. */
+export function addPoint(series: Pick<ISeries, 'steps' | 'values' | 'written'>, point: IPoint): void {
+  const written = series.written;
+  if (!written.length || written[written.length - 1].wallTime <= point.wallTime) {
+    written.push(point);
+    purge(series, point);
+    return;
+  }
+  let at = written.length; // after every point written no later than it: equal times keep the read order
+  while (at > 0 && written[at - 1].wallTime > point.wallTime) {
+    at--;
+  }
+  written.splice(at, 0, point);
+  series.steps.length = 0;
+  series.values.length = 0;
+  written.forEach(p => purge(series, p));
+}
+
+/** Append `point` to the drawn points, first dropping those at its step or after. */
+function purge(series: Pick<ISeries, 'steps' | 'values'>, point: IPoint): void {
+  const steps = series.steps;
+  if (steps.length && steps[steps.length - 1] >= point.step) {
+    // The drawn steps ascend: the first at or past `point.step`, by bisection.
+    let lo = 0;
+    let hi = steps.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (steps[mid] < point.step) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    steps.length = lo;
+    series.values.length = lo;
+  }
+  steps.push(point.step);
+  series.values.push(point.value);
+}
+
 // -- the chart's arithmetic ------------------------------------------------------------
 
 /** The SVG path of a line, thinned to each pixel column's first, lowest, highest and last
@@ -405,7 +466,7 @@ export function logTicks(lo: number, hi: number): number[] {
   return powers.length >= 3 ? powers : ticks([1, 2, 5]).length >= 3 ? ticks([1, 2, 5]) : ticks([1, 2, 3, 4, 5, 6, 7, 8, 9]);
 }
 
-/** The index of the point whose step is nearest `step` (steps mostly ascending); -1 for none. */
+/** The index of the point whose step is nearest `step` (steps ascending); -1 for none. */
 function nearest(steps: number[], step: number): number {
   let lo = 0;
   let hi = steps.length - 1;

@@ -3,12 +3,27 @@
  * cluster (remembered across page reloads), its jobs and tuning studies, and the creates,
  * scales and deletes running in the background. Sections render from it and call its
  * actions; none of them talks to the server on its own.
+ *
+ * Each cluster's remediation history (its supervisor's events) is not in the feed: it is
+ * asked for (`GET clusters/<name>/events?since=<newest held>`, an empty answer when nothing
+ * happened) whenever the feed says a cluster or node changed, and every few seconds while
+ * the feed is open, since a remediation's last step need not change a node's state.
  */
 import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { ApiError, FeedEvent, ICluster, IJob, IOperation, IStudy, requestAPI } from './api';
+import {
+  ApiError,
+  FeedEvent,
+  ICluster,
+  IClusterEvent,
+  IClusterEventList,
+  IJob,
+  IOperation,
+  IStudy,
+  requestAPI
+} from './api';
 import { EventFeed, FeedStatus, IFeedMessage } from './feed';
 
 /** Actions on a job, each a `POST jobs/<cluster>/<id>/<action>`. */
@@ -45,6 +60,11 @@ export class ClustersModel implements IDisposable {
   constructor() {
     this.cluster = ChosenCluster.load();
     this._connect();
+    this._eventsTimer = window.setInterval(() => {
+      if (this.status === 'open') {
+        this._askEvents();
+      }
+    }, EVENTS_POLL_MS);
   }
 
   /** Emitted (at most once per animation frame) whenever anything above changed. */
@@ -64,6 +84,12 @@ export class ClustersModel implements IDisposable {
       );
     }
     return this._sortedJobs;
+  }
+
+  /** What happened to `cluster`'s nodes (its supervisor's decisions), oldest first; the
+   * newest `EVENTS_KEPT` at most. */
+  eventsOf(cluster: string): IClusterEvent[] {
+    return this._events.get(cluster)?.events ?? NO_EVENTS;
   }
 
   get currentCluster(): ICluster | null {
@@ -184,6 +210,7 @@ export class ClustersModel implements IDisposable {
 
   dispose(): void {
     this._disposed = true;
+    window.clearInterval(this._eventsTimer);
     this._feed?.dispose();
     this._feed = null;
     Signal.clearData(this);
@@ -214,6 +241,7 @@ export class ClustersModel implements IDisposable {
         this.warning = null;
         this.loaded = true;
         this._chooseCluster();
+        this._askEvents();
         break;
       }
       case 'operation':
@@ -223,6 +251,7 @@ export class ClustersModel implements IDisposable {
         this.clusters = (data as FeedEvent.IClusters).clusters;
         this.warning = null;
         this._chooseCluster();
+        this._askEvents();
         break;
       case 'job':
         this._upsertFed(data as IJob);
@@ -245,6 +274,50 @@ export class ClustersModel implements IDisposable {
   private _chooseCluster(): void {
     if (!this.clusters.some(c => c.name === this.cluster)) {
       this.selectCluster(this.clusters[0]?.name ?? null, false);
+    }
+  }
+
+  // -- remediation history ----------------------------------------------------------
+
+  /** Ask for each cluster's events newer than those held (one request per cluster at a time). */
+  private _askEvents(): void {
+    for (const name of this._events.keys()) {
+      if (!this.clusters.some(c => c.name === name)) {
+        this._events.delete(name); // deleted: its events went with it
+      }
+    }
+    for (const cluster of this.clusters) {
+      if (!this._eventsAsked.has(cluster.name)) {
+        void this._askEventsOf(cluster);
+      }
+    }
+  }
+
+  private async _askEventsOf(cluster: ICluster): Promise<void> {
+    const name = cluster.name;
+    let held = this._events.get(name);
+    if (held && held.createdAt !== cluster.created_at) {
+      held = undefined; // made anew under the same name: the old one's events are gone
+    }
+    const newest = held?.events[held.events.length - 1];
+    const since = newest ? `?since=${newest.time}` : '';
+    this._eventsAsked.add(name);
+    try {
+      const { events } = await requestAPI<IClusterEventList>(`clusters/${enc(name)}/events${since}`);
+      if (this._disposed || (held && this._events.get(name) !== held)) {
+        return;
+      }
+      if (events.length || !held) {
+        const all = [...(held?.events ?? []), ...events];
+        this._events.set(name, { createdAt: cluster.created_at, events: all.slice(-EVENTS_KEPT) });
+        this._emitChanged();
+      }
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) {
+        this._events.delete(name);
+      } // else: the server is away; the next tick asks again
+    } finally {
+      this._eventsAsked.delete(name);
     }
   }
 
@@ -391,6 +464,9 @@ export class ClustersModel implements IDisposable {
   private _fedAt = new Map<string, number>(); // job id -> the count when the feed last sent it
   private _frame = 0;
   private _changed = new Signal<this, void>(this);
+  private _events = new Map<string, { createdAt: number; events: IClusterEvent[] }>();
+  private _eventsAsked = new Set<string>(); // clusters whose events are being asked for
+  private _eventsTimer = 0;
 }
 
 /** Someone waiting for an operation to end. */
@@ -401,6 +477,12 @@ interface IFollower {
 }
 
 const OFFLINE_POLL_MS = 3000;
+/** How often each cluster's events are asked for while the feed is open (and at once when
+ * it says a cluster or node changed). */
+const EVENTS_POLL_MS = 5000;
+/** Events held per cluster: the newest. */
+export const EVENTS_KEPT = 500;
+const NO_EVENTS: IClusterEvent[] = [];
 
 /** The chosen cluster in the browser's storage, per server (its base URL): it outlives
  * page reloads and `?reset`, and two servers on one host keep their own. */

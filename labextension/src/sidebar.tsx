@@ -34,7 +34,7 @@ import { CommandRegistry } from '@lumino/commands';
 import { AccordionPanel, Panel } from '@lumino/widgets';
 import React, { useState } from 'react';
 
-import { ICluster, IJob, INode, IOperation } from './api';
+import { ICluster, IClusterEvent, IJob, INode, IOperation } from './api';
 import { CommandIDs } from './commands';
 import { clusterIcon, metricsIcon } from './icons';
 import { ClustersModel } from './model';
@@ -162,6 +162,7 @@ function ClusterList(props: {
           selected={cluster.name === model.cluster}
           onSelect={() => model.selectCluster(cluster.name)}
           operation={model.operationOf(cluster.name)}
+          events={model.eventsOf(cluster.name)}
           onDismiss={id => model.dismiss(id)}
           commands={props.commands}
         />
@@ -206,6 +207,8 @@ function ClusterCard(props: {
   selected: boolean;
   onSelect: () => void;
   operation: IOperation | null;
+  /** Its remediation history, oldest first. */
+  events: IClusterEvent[];
   onDismiss: (operationId: string) => void;
   commands: CommandRegistry;
 }): JSX.Element {
@@ -246,6 +249,7 @@ function ClusterCard(props: {
         <div className="jp-gtc-Problem">{cluster.problem}</div>
       )}
       {nodes.length > 0 && <NodeTable nodes={nodes} />}
+      {props.events.length > 0 && <History events={props.events} />}
     </div>
   );
 }
@@ -330,6 +334,57 @@ function NodeTable({ nodes }: { nodes: INode[] }): JSX.Element {
       </table>
     </div>
   );
+}
+
+const HISTORY_SHOWN = 50; // the newest events listed; the count says how many there are
+
+/** What the cluster's supervisor noticed and did to its nodes, newest first, folded under
+ * "History (N)" until opened (the browser keeps it open across updates). */
+function History({ events }: { events: IClusterEvent[] }): JSX.Element {
+  const shown = events.slice(-HISTORY_SHOWN).reverse();
+  return (
+    <details className="jp-gtc-History" onClick={event => event.stopPropagation()}>
+      <summary title="What the cluster's supervisor noticed and did to its nodes">
+        History ({events.length})
+      </summary>
+      <div className="jp-gtc-NodeTable-scroll">
+        <table className="jp-gtc-Table jp-gtc-History-table">
+          <thead>
+            <tr>
+              <th>Time</th>
+              <th>Node</th>
+              <th>Event</th>
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((e, i) => (
+              <React.Fragment key={`${e.time}-${e.node}-${e.event}-${i}`}>
+                <tr className="jp-gtc-History-event" data-event-node={e.node} data-event={e.event}>
+                  <td title={new Date(e.time * 1000).toLocaleString()}>{clockTime(e.time)}</td>
+                  <td>{e.node}</td>
+                  <td className="jp-gtc-History-name">{e.event}</td>
+                </tr>
+                {e.detail && (
+                  <tr className="jp-gtc-History-detail">
+                    <td colSpan={3}>{e.detail}</td>
+                  </tr>
+                )}
+              </React.Fragment>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {events.length > shown.length && (
+        <div className="jp-gtc-History-more">{`and ${events.length - shown.length} older`}</div>
+      )}
+    </details>
+  );
+}
+
+/** HH:MM:SS in the browser's time zone. */
+function clockTime(seconds: number): string {
+  const d = new Date(seconds * 1000);
+  return [d.getHours(), d.getMinutes(), d.getSeconds()].map(n => String(n).padStart(2, '0')).join(':');
 }
 
 // -- jobs -------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The "Training Clusters" sidebar in a real JupyterLab, in a real headless Chromium, on a
 real local Slurm cluster: nodes, live jobs (from the api and from a notebook's %%sbatch),
-cancel, hold and release from the panel, a log tab that grows, a metrics plot that grows,
+cancel, hold and release from the panel, a crashed node's remediation history, a log tab
+that grows, a metrics plot that grows and shows a resumed job's steps once,
 create / scale / delete with their progress, a tuning study's trials and its stop, the
 chosen cluster kept across a reload, light and dark themes, a server restart."""
 
@@ -30,9 +31,10 @@ STEPS = "#!/bin/bash\nfor i in $(seq 1 3000); do echo \"step $i loss=$((3000 - i
 
 @pytest.fixture(scope="module")
 def cluster(slurm_available):
-    """3 nodes of 8 GPUs. A name no other test uses: a process's job poller outlives a deleted
-    cluster of the same name, so its views of job 1, 2, ... would be the old cluster's."""
-    created = api.create_cluster(small_gpu_spec("llama", nodes=3))
+    """3 nodes of 8 GPUs, and a supervisor. A name no other test uses: a process's job poller
+    outlives a deleted cluster of the same name, so its views of job 1, 2, ... would be the old
+    cluster's."""
+    created = api.create_cluster(small_gpu_spec("llama", nodes=3, supervisor=True, supervisor_cooldown=1))
     yield created
     api.delete_cluster(created.name)
 
@@ -115,6 +117,40 @@ def test_hold_then_release_a_pending_job_from_the_panel(jupyter_lab, page, clust
     assert job_reason(cluster, job) == "waiting"
 
 
+def test_a_crashed_nodes_remediation_history_shows_under_its_cluster(jupyter_lab, page, cluster, screenshots):
+    open_lab_with_sidebar(jupyter_lab, page)
+    card = page.locator(f'.jp-gtc-Cluster[data-cluster="{cluster.name}"]')
+    node_state = card.locator('tr[data-node="gpu-1"] .jp-gtc-State')
+    expect(node_state).to_have_text("IDLE", timeout=30_000)
+    before = len(api.cluster_events(cluster.name))
+    api.inject_fault(cluster.name, "gpu-1", "crash")
+    wait_for(lambda: "restarted" in [e["event"] for e in api.cluster_events(cluster.name)[before:]], timeout=60,
+             what="the supervisor to restart gpu-1")
+    history = card.locator(".jp-gtc-History")
+    summary = history.locator("summary")
+    expect(summary).to_have_text(re.compile(r"^History \(\d+\)$"), timeout=15_000)
+    expect(history.locator(".jp-gtc-History-event").first).not_to_be_visible()  # folded until opened
+    summary.click()
+    events = api.cluster_events(cluster.name)
+    expect(summary).to_have_text(f"History ({len(events)})", timeout=15_000)
+    rows = history.locator(".jp-gtc-History-event")
+    expect(rows).to_have_count(min(len(events), 50))
+    newest = events[-1]
+    expect(rows.first).to_have_attribute("data-event", newest["event"])  # newest first
+    restarted = history.locator('.jp-gtc-History-event[data-event-node="gpu-1"][data-event="restarted"]')
+    expect(restarted).to_be_visible()
+    expect(history.locator('.jp-gtc-History-event[data-event-node="gpu-1"][data-event="detected"]')).to_be_visible()
+    expect(history.locator(".jp-gtc-History-detail", has_text="its slurmd exited")).to_be_visible()
+    clock = time.strftime("%H:%M:%S", time.localtime(newest["time"]))  # the browser's zone is this machine's
+    expect(rows.first.locator("td").first).to_have_text(clock)
+    # The node comes back; the list stays open across the updates that brings.
+    expect(node_state).to_have_text("IDLE", timeout=60_000)
+    expect(history).to_have_attribute("open", "")
+    page.locator("#jupyter-gtc-sidebar").screenshot(path=str(screenshots / "sidebar_history.png"))
+    errors = [line for line in page.console_log if line.startswith("[pageerror]")]
+    assert not errors, errors
+
+
 def job_reason(cluster, job) -> str:
     """Slurm's own word (squeue), not the panel's."""
     reason = slurm(cluster.name, "squeue", "-h", "-j", job.id, "-o", "%r").stdout.strip()
@@ -163,6 +199,45 @@ def test_the_metrics_tab_plots_a_training_job_as_it_writes(jupyter_lab, page, cl
     expect(page.locator(".jp-gtc-Metrics-status")).to_have_text("The job has finished.", timeout=15_000)
     errors = [line for line in page.console_log if line.startswith("[pageerror]")]
     assert not errors, errors
+
+
+RESUMED = """#!/bin/bash
+"{python}" - <<'EOF'
+import os
+from tensorboard.compat.proto import event_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+def attempt(suffix, steps, offset):  # each attempt its own event file, as a requeued job's writer
+    writer = EventFileWriter(os.environ["AIP_TENSORBOARD_LOG_DIR"], filename_suffix=suffix)
+    for step in steps:
+        event = event_pb2.Event(step=step)
+        event.summary.value.add(tag="loss", simple_value=offset + step)
+        writer.add_event(event)
+    writer.close()
+
+attempt(".first", range(1, 9), 0)      # steps 1..8; its checkpoint was at step 5
+attempt(".second", range(6, 11), 100)  # resumed from it: 6..10 again
+EOF
+"""
+
+
+def test_the_metrics_tab_shows_each_step_once_after_a_resume(jupyter_lab, page, cluster):
+    job = api.submit_job(cluster.name, RESUMED.format(python=sys.executable), ["--job-name=resumed"])
+    job.wait(timeout=60)
+    assert job.state == "COMPLETED", job.logs()
+    job.metrics_feed.refresh()
+    written = [s.step for s in job.metrics_feed.all() if s.tag == "loss"]  # as read: both attempts
+    assert sorted(written) == sorted([*range(1, 9), *range(6, 11)]), written
+    open_lab_with_sidebar(jupyter_lab, page)
+    job_row(page, job.id).locator('[data-command="jupyter-gtc:open-metrics"]').click()
+    expect(page.locator(".jp-gtc-Metrics-status")).to_have_text("The job has finished.", timeout=30_000)
+    loss = page.locator('.jp-gtc-Metrics path[data-tag="loss"]')
+    expect(loss).to_have_attribute("data-points", "10", timeout=15_000)  # 1..10 once, not 13 points
+    expect(page.locator(".jp-gtc-Metrics")).to_have_attribute("data-points", "10")
+    xs = [float(x) for x in re.findall(r"[ML](-?[\d.]+),", loss.get_attribute("d"))]
+    assert len(xs) == 10 and xs == sorted(xs) and len(set(xs)) == 10, xs  # drawn left to right, once each
+    # The redone steps are the second attempt's: its last value is the latest.
+    expect(page.locator('.jp-gtc-Metrics-tag[data-tag="loss"] .jp-gtc-Metrics-value')).to_have_text("110")
 
 
 def points(path) -> int:

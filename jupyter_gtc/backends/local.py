@@ -370,7 +370,8 @@ class LocalBackend(Backend):
             munge_socket=Path(runtime["munge_socket_dir"]) / "munge.socket", nodes=tuple(nodes),
             partitions=partitions, has_prolog=has_prolog, has_epilog=has_epilog,
             extra=extra, slurm_user=_owner(runtime)["name"],
-            health_check_interval=spec.local.health_check_interval)
+            health_check_interval=spec.local.health_check_interval, slurmd_timeout=spec.local.slurmd_timeout,
+            cred_expire=spec.local.cred_expire)
         if layout.slurm_user != "root":
             _atomic_write(etc / "job_submit.lua", render_job_submit_lua(_owner(runtime)["uid"], layout.slurm_user))
         _atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
@@ -581,6 +582,13 @@ class LocalBackend(Backend):
         (root / "health" / f"{node}.json").unlink(missing_ok=True)
         self._apply(spec, runtime, no_progress, restart_controller=False)  # the same slot (the lowest free) again
 
+    def power_off_node(self, runtime: dict[str, Any], node: str) -> None:
+        """What pulling a node's power does (a cloud's stop of its VM): its slurmd and every job
+        process on it end at once, with no word to anyone. Its record stays, saying it is to run:
+        ``restart_node`` (or a crash's ``clear``) starts it again. The supervisor fences a node cut
+        off by a partition this way, since only the power reaches it."""
+        daemons.stop(f"slurmd-{node}", Path(runtime["dir"]) / "run", keep_record=True)
+
     def check_node(self, spec: ClusterSpec, runtime: dict[str, Any], node: str, budget: float = 10.0) -> NodeHealth:
         """Run ``node``'s checks now, as its HealthCheckProgram does but without acting on the
         verdict: how the supervisor sees whether a remediation cured it."""
@@ -640,8 +648,8 @@ class LocalBackend(Backend):
         if fault == "crash":
             if clear:  # starts what is not running (a node that runs is left as it is)
                 self._apply(spec, runtime, no_progress, restart_controller=False)
-            else:  # its record stays: it was to run, as a node that panicked was
-                daemons.stop(f"slurmd-{node}", root / "run", keep_record=True)
+            else:  # as a node that panicked: at once, and it was to run
+                self.power_off_node(runtime, node)
             return
         path = root / "faults" / node / fault
         if clear:

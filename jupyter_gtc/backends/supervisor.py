@@ -12,7 +12,10 @@ Once a second it looks at every node. It acts on three kinds of failure:
 - a failed health check: Slurm's HealthCheckProgram drained the node (reason ``gtc-health:``,
   health/node.py). A drain lets jobs run on, so its running jobs are requeued;
 - silence: the node's slurmd runs but does not answer (``%gtc_fault demo gpu-1 partition``,
-  its link down). It is set DOWN after ``SILENT_TICKS`` seconds and resumed once it answers.
+  its link down). After ``SILENT_TICKS`` seconds it is fenced (powered off: the copy of its
+  jobs still running there would otherwise write on into the folders their new run writes,
+  every node sharing the job's disk) and set DOWN; once its network answers again it is
+  started and resumed.
 
 A crashed or health-drained node then goes up the ladder (health/ladder.py): restart (its
 slurmd), reimage (its local state wiped), replace (a fresh node), each rung within its attempt
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -56,6 +60,15 @@ TICK_S = 1.0
 SILENT_TICKS = 3  # a node whose slurmd runs but does not answer for this many ticks is cut off
 RESTARTS = ladder.Limits().attempts["restart"]  # restarts of a node within the window, by default
 REASON = "gtc-supervisor:"
+# Slurm holds a requeued job for AuthInfo's cred_expire + 1 s: a slurmd refuses a credential
+# of the job made no later than the second it revoked the old run's (slurm_cred.c,
+# ``cred->ctime <= j->revoked``). The jobs a failed node's requeue sent back are let start once
+# plainly PENDING this long instead: no longer COMPLETING, so every node has ended the old run
+# and revoked its credential, whole seconds before any new one is made (and their failed node
+# is dead, fenced or drained). 11 s less of every recovery on a local cluster, 121 s with
+# Slurm's default cred_expire.
+RELEASE_AFTER_S = 2.0
+RELEASE_WATCH_S = 120.0  # a job not requeued within this (not --requeue: it ended) is forgotten
 
 
 class Supervisor:
@@ -85,10 +98,23 @@ class Supervisor:
         self.open = {node: kind for node, events in by_node.items()
                      if node not in self.given_up and (kind := ladder.open_episode(events))}
         self.requeued: set[tuple[str, int]] = set()  # (job, attempt) already requeued as hung
+        # job -> (the node that failed under it, its restart count and the time then, when first
+        # seen pending again)
+        self.releasing: dict[str, tuple[str, int, float, float | None]] = {}
+        self._releasing_lock = threading.Lock()
+        self._commands: SlurmCommands | None = None  # the last tick's
 
     def run(self) -> None:
+        # Requeued jobs are released from a thread of their own: a rung (a restart, a replace, a
+        # node's checks that hang until their budget) can hold the loop for longer than Slurm's hold.
+        threading.Thread(target=self._release_loop, name="release", daemon=True).start()
         while self.tick():
             time.sleep(TICK_S)
+
+    def _release_loop(self) -> None:
+        while True:
+            time.sleep(TICK_S / 2)
+            self.release_requeued()
 
     def tick(self) -> bool:
         """One look at every node; False once the cluster is gone (or is another one now)."""
@@ -110,7 +136,8 @@ class Supervisor:
             statuses = {}  # slurmctld busy or restarting: crashes are still seen, drains next tick
         for pool in spec.compute_pools():
             for node in pool.node_names():
-                crashed, status = self._crashed(root, node), statuses.get(node)
+                # A fenced node is down on purpose, not crashed: started again once it answers.
+                crashed, status = node not in self.cut_off and self._crashed(root, node), statuses.get(node)
                 if node in self.given_up:
                     if not crashed and status is not None and status.ready:  # started or resumed by hand
                         self.given_up.discard(node)
@@ -121,6 +148,7 @@ class Supervisor:
                 if kind is None and crashed:
                     self.open[node] = "crash"
                     self.record(node, "detected", ladder.CRASH_DETAIL)
+                    self._watch_requeue(commands, node)
                     self._set_down(commands, node, "slurmd exited; restarting it")
                 elif kind is None and _health_drained(status):
                     self.open[node] = "health"
@@ -138,7 +166,9 @@ class Supervisor:
                 if node in self.open:
                     self._climb(spec, runtime, commands, node, limits)
                 elif not crashed:
-                    self._check_answers(runtime, commands, node)
+                    self._check_answers(spec, runtime, commands, node)
+        self._commands = commands
+        self.release_requeued()
         self._requeue_hung(commands)
         return True
 
@@ -205,10 +235,59 @@ class Supervisor:
         except GtcError as e:
             self.record(node, "requeue failed", f"cannot list its jobs: {e}")
             return
+        self._watch_requeue(commands, node)
         for job in jobs:
             done = commands.run(["scontrol", "requeue", job], check=False)
             self.record(node, "requeued", f"job {job}: it runs again on healthy nodes" if done.returncode == 0 else
                         f"job {job}: requeue refused ({done.stderr.strip()}); it runs on, on a failing node")
+
+    def _watch_requeue(self, commands: SlurmCommands, node: str) -> None:
+        """Note the jobs running on ``node``, which fails: each is let start again as soon as it
+        is pending (``RELEASE_AFTER_S``), not cred_expire later."""
+        try:
+            on_node = set(commands.job_ids([node], states=["RUNNING"]))
+            jobs = commands.queue()
+            with self._releasing_lock:
+                for job in jobs:
+                    if job.job_id in on_node:
+                        self.releasing[job.job_id] = (node, job.restart_count, time.time(), None)
+        except GtcError:
+            pass  # slurmctld busy: those jobs start again cred_expire + 1 s after their requeue
+
+    def release_requeued(self) -> None:
+        """Let each job noted by ``_watch_requeue`` start once it has been pending again for
+        ``RELEASE_AFTER_S`` (event "released")."""
+        with self._releasing_lock:
+            commands = self._commands
+            if not self.releasing or commands is None:
+                return
+            try:
+                jobs = commands.queue()
+            except GtcError:
+                return  # slurmctld busy or restarting: the next look tries again
+            self._release(commands, jobs)
+
+    def _release(self, commands: SlurmCommands, jobs) -> None:
+        now = time.time()
+        for job in jobs:
+            if job.job_id not in self.releasing:
+                continue
+            node, count, noted, pending_since = self.releasing[job.job_id]
+            if job.state != "PENDING" or job.restart_count <= count:  # not requeued yet, or no longer waiting
+                if now - noted > RELEASE_WATCH_S or (job.state == "RUNNING" and job.restart_count > count):
+                    del self.releasing[job.job_id]  # it ended (not --requeue), or runs again
+                continue
+            if pending_since is None:
+                self.releasing[job.job_id] = (node, count, noted, now)
+            elif now - pending_since >= RELEASE_AFTER_S:
+                del self.releasing[job.job_id]
+                done = commands.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], check=False)
+                self.record(node, "released",
+                            f"job {job.job_id}: requeued, let start now rather than cred_expire + 1 s later"
+                            if done.returncode == 0 else f"job {job.job_id}: could not be let start: "
+                                                         f"{done.stderr.strip()}")
+        for job_id in set(self.releasing) - {j.job_id for j in jobs}:
+            del self.releasing[job_id]  # gone from slurmctld's list
 
     def _requeue_hung(self, commands: SlurmCommands) -> None:
         """Requeue each running job that carries a hang timeout (``submit(hang_timeout=)``)
@@ -229,30 +308,43 @@ class Supervisor:
             quiet = now - max(written, job.start_time)
             if quiet > timeout and (job.job_id, job.restart_count) not in self.requeued:
                 self.requeued.add((job.job_id, job.restart_count))
+                with self._releasing_lock:
+                    self.releasing[job.job_id] = (job.nodes, job.restart_count, now, None)
                 done = commands.run(["scontrol", "requeue", job.job_id], check=False)
                 self.record(job.nodes, "hang", f"job {job.job_id} wrote nothing for {quiet:.0f} s (its hang "
                              f"timeout is {timeout:g} s): " + ("requeued" if done.returncode == 0 else
                                                                f"requeue refused: {done.stderr.strip()}"))
 
-    def _check_answers(self, runtime: dict[str, Any], commands: SlurmCommands, node: str) -> None:
+    def _check_answers(self, spec, runtime: dict[str, Any], commands: SlurmCommands, node: str) -> None:
         """A node whose slurmd runs but does not answer (a partition: a switch port, a cable)
-        is set DOWN after ``SILENT_TICKS``, so its jobs run again elsewhere now, not after
-        ``SlurmdTimeout``; restarting it would not help. Once it answers again it is resumed,
-        if it is still DOWN for our reason (never a node an admin took out meanwhile)."""
+        is fenced and set DOWN after ``SILENT_TICKS``, so its jobs run again elsewhere now, not
+        after ``SlurmdTimeout``, and their old copy there stops. Fencing is the power (STONITH,
+        as HA clusters do it): nothing else reaches a node cut off. Once its network answers
+        again it is started and resumed, if it is still DOWN for our reason (never a node an
+        admin took out meanwhile)."""
         if self.backend.node_answers(runtime, node):
             self.silent.pop(node, None)
             if node in self.cut_off:
+                try:
+                    self.backend.restart_node(spec, runtime, node)
+                except GtcError as e:
+                    self.record(node, "restart failed", f"it answers again, but its slurmd did not start: {e}")
+                    return  # the next tick tries again
                 self.cut_off.discard(node)
                 status = next((n for n in commands.nodes() if n.name == node), None)
                 if status is not None and (status.reason or "").startswith(REASON):
                     commands.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False)
-                self.record(node, "back", "it answers again: resumed")
+                self.record(node, "back", "it answers again: started and resumed")
             return
         self.silent[node] = self.silent.get(node, 0) + 1
         if self.silent[node] == SILENT_TICKS and node not in self.cut_off:
             self.cut_off.add(node)
             self.record(node, "unreachable", f"its slurmd runs but has not answered for {SILENT_TICKS} s")
-            self._set_down(commands, node, "unreachable; resumed once it answers")
+            self._watch_requeue(commands, node)
+            self.backend.power_off_node(runtime, node)
+            self.record(node, "fenced", "powered off, with the copy of its jobs still running there, so that "
+                                        "copy cannot write on beside their new run; started once it answers")
+            self._set_down(commands, node, "unreachable; fenced, started again once it answers")
 
     @staticmethod
     def _crashed(root: Path, node: str) -> bool:

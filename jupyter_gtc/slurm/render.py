@@ -56,6 +56,8 @@ class SlurmLayout:
     slurm_user: str = "root"
     # Seconds between runs of etc/health_check.sh (render_health_check) on every node; 0: none.
     health_check_interval: int = 0
+    slurmd_timeout: int = 30  # Slurm's default is 300: a crashed node is DOWN after this without a supervisor
+    cred_expire: int = 10     # Slurm's default is 120: a requeued job waits this + 1 s to start
 
     @property
     def etc(self) -> Path:
@@ -72,7 +74,7 @@ def render_slurm_conf(layout: SlurmLayout) -> str:
         "AuthType=auth/munge",
         "CredType=cred/munge",
         # A short credential lifetime lets a requeued job start again in seconds, not minutes.
-        f"AuthInfo=socket={layout.munge_socket},cred_expire=10",
+        f"AuthInfo=socket={layout.munge_socket},cred_expire={layout.cred_expire}",
         f"SlurmUser={layout.slurm_user}",
         f"SlurmdUser={layout.slurm_user}",
         f"StateSaveLocation={r}/state",
@@ -96,7 +98,7 @@ def render_slurm_conf(layout: SlurmLayout) -> str:
         "SlurmdParameters=config_overrides",
         "ReturnToService=2",
         "MailProg=/bin/true",
-        "SlurmdTimeout=30",
+        f"SlurmdTimeout={layout.slurmd_timeout}",
         # How long a cancelled or requeued job has between SIGTERM and SIGKILL (default 30 s).
         # linuxproc does not signal a process still named slurmstepd (kill_tree.c), so a job
         # cancelled in the instant between a task's fork and its exec misses the SIGTERM and

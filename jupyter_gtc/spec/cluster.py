@@ -218,6 +218,14 @@ class LocalOptions(_Model):
     is set DOWN within a second, so its ``--requeue`` jobs run again on the other nodes at
     once; a node a health check drained has its jobs requeued; then each goes up the ladder
     (restart, reimage, replace, give up: ``health/ladder.py``), each step in ``cluster.events()``."""
+    slurmd_timeout: int = Field(default=30, ge=5, le=65533)
+    """Slurm's ``SlurmdTimeout``: seconds a silent node has before slurmctld sets it DOWN and
+    requeues its jobs. Slurm's default is 300; local clusters take 30. The supervisor sees a
+    crashed or cut-off node within seconds, whatever this is."""
+    cred_expire: int = Field(default=10, ge=5, le=86400)
+    """``AuthInfo``'s ``cred_expire``: how long a job's credential is good, and how long Slurm
+    holds a requeued job before it may start again (this + 1 s). Slurm's default is 120, its
+    least 5. The supervisor lets the jobs of a node that failed start at once, whatever this is."""
     supervisor_cooldown: float = Field(default=30.0, ge=0, le=3600)
     """Seconds the supervisor waits between two remediations of one node, so a node that fails
     again at once is not restarted in a loop."""

@@ -8,7 +8,8 @@ The recipe (llama-pretrain, tiny: 10 steps, a checkpoint every 5) holds after ea
 until the file ``go`` is in its folder (``--hold-until go``), so every fault lands at a known
 step whatever this machine's speed: after step 5, with steps 1-5 written and checkpointed. The
 requeued run resumes from step 5 and holds again at step 10, where the test looks at where it
-runs before letting it finish."""
+runs before letting it finish. The crash comes later, at step 7 (``--hold-at-step 7``): the
+requeued run redoes steps 6 and 7, and its metrics still show each step once."""
 
 from __future__ import annotations
 
@@ -63,14 +64,24 @@ def _hostnames(cluster: str, nodelist: str) -> list[str]:
 
 
 def _events(cluster: str, node: str, since: float) -> list[dict]:
-    return [e for e in api.cluster_events(cluster) if e["node"] == node and e["time"] >= since]
+    """The node's ladder since ``since``: the job-side "released" (its requeue let start at once)
+    comes at a time of its own between them, and is checked apart (``_released``)."""
+    return [e for e in api.cluster_events(cluster) if e["node"] == node and e["time"] >= since
+            and e["event"] != "released"]
 
 
-def _train(cluster: str):
-    """The recipe on 2 of the 3 nodes, held after its checkpoint at step 5; and the node to fault:
-    one of its two."""
+def _released(cluster: str, node: str, job) -> bool:
+    return any(e["node"] == node and e["event"] == "released" and e["detail"].startswith(f"job {job.id}: requeued")
+               for e in api.cluster_events(cluster))
+
+
+def _train(cluster: str, hold_at_step: int | None = None):
+    """The recipe on 2 of the 3 nodes, held after each checkpoint (5, 10) or after step
+    ``hold_at_step`` (redone by the next attempt); and the node to fault: one of its two."""
+    hold = ["--hold-at-step", str(hold_at_step)] if hold_at_step else []
     job = api.run_recipe("llama-pretrain", cluster, nodes=2,
-                         args=["--steps", "10", "--checkpoint-every", "5", "--log-every", "1", "--hold-until", "go"])
+                         args=["--steps", "10", "--checkpoint-every", "5", "--log-every", "1", "--hold-until", "go",
+                               *hold])
     assert sleep_until(lambda: "holding until" in _log(job), 300), _why(cluster, job)
     assert (job.checkpoint_dir / "step-00000005").is_dir()
     nodes = _hostnames(cluster, job.nodes)
@@ -85,9 +96,9 @@ def _why(cluster: str, job) -> str:
             f"{[(e['node'], e['event']) for e in api.cluster_events(cluster)][-12:]}\n{_log(job)[-3000:]}")
 
 
-def _resumed_elsewhere_and_finished(cluster: str, job, faulty: str, began: float) -> None:
+def _resumed_elsewhere_and_finished(cluster: str, job, faulty: str, began: float, held_at: int = 5) -> None:
     """The requeued run resumed from step 5 on healthy nodes; let go, it finishes with every
-    step once in its metrics."""
+    step once in its metrics (the steps after 5 that it redid, its values)."""
     assert sleep_until(lambda: _log(job).count("holding until") == 2, 300), _why(cluster, job)
     first, marker, second = _log(job).partition("--- jupyter_gtc: attempt 2 (requeued)")
     assert marker, first[-3000:]
@@ -98,6 +109,7 @@ def _resumed_elsewhere_and_finished(cluster: str, job, faulty: str, began: float
     cured = [e["time"] for e in _events(cluster, faulty, began) if e["event"] in ("restarted", "healthy", "back")]
     for node in _hostnames(cluster, job.nodes):
         assert node != faulty or (cured and min(cured) <= started), (node, faulty, cured, started)
+    assert _released(cluster, faulty, job), api.cluster_events(cluster)
     (job.job_dir / "go").touch()
     job.wait(300)
     assert job.state == "COMPLETED" and job.attempts == 2, _log(job)[-3000:]
@@ -105,15 +117,21 @@ def _resumed_elsewhere_and_finished(cluster: str, job, faulty: str, began: float
     rows = table.to_dict("records") if hasattr(table, "to_dict") else [vars(s) for s in table]
     steps = sorted(r["step"] for r in rows if r["tag"] == "train/loss")
     assert steps == list(range(1, 11)), steps  # none lost before the checkpoint, none counted twice
+    table = job.metrics(all_attempts=True)
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else [vars(s) for s in table]
+    written = sorted(r["step"] for r in rows if r["tag"] == "train/loss")
+    assert written == sorted([*range(1, held_at + 1), *range(6, 11)]), written  # what both attempts wrote
     g = job.goodput()
-    assert g.attempts == 2 and g.steps == 10 and g.badput_s["restart"] > 0 and g.badput_s["recompute"] == 0
+    assert g.attempts == 2 and g.steps == 10 and g.badput_s["restart"] > 0
+    assert (g.badput_s["recompute"] > 0) == (held_at > 5), g
 
 
 def test_a_crashed_node(cluster):
-    job, faulty = _train(cluster)
+    """Crashed two steps after its checkpoint: the requeued run redoes them."""
+    job, faulty = _train(cluster, hold_at_step=7)
     began = time.time()
     api.inject_fault(cluster, faulty, "crash")
-    _resumed_elsewhere_and_finished(cluster, job, faulty, began)
+    _resumed_elsewhere_and_finished(cluster, job, faulty, began, held_at=7)
     assert sleep_until(lambda: [e["event"] for e in _events(cluster, faulty, began)]
                        == ["detected", "down", "restarted"], 120), _events(cluster, faulty, began)
     # Slurm's own log says why the node went DOWN (it was back by the time anyone looked).
@@ -132,9 +150,9 @@ def test_a_partitioned_node(cluster):
         assert sleep_until(lambda: _log(job).count("holding until") == 2, 300), _log(job)[-3000:]
     finally:
         api.inject_fault(cluster, faulty, "partition", clear=True)
-    # Its old copy of the job ran on, cut off: gone once the node is back, before the new one goes on.
+    # Fenced: the old copy of the job there stopped before the new run began.
     assert sleep_until(lambda: [e["event"] for e in _events(cluster, faulty, began)]
-                       == ["unreachable", "down", "back"], 60), _events(cluster, faulty, began)
+                       == ["unreachable", "fenced", "down", "back"], 60), _events(cluster, faulty, began)
     assert sleep_until(lambda: _node(cluster, faulty).ready, 60), _node(cluster, faulty)
     _resumed_elsewhere_and_finished(cluster, job, faulty, began)
 

@@ -4,6 +4,9 @@ and takes jobs again, and every step is in the cluster's events."""
 
 from __future__ import annotations
 
+import os
+
+import psutil
 import pytest
 
 from jupyter_gtc import api
@@ -27,10 +30,6 @@ def _node(cluster: str, name: str):
 def _supervisors(cluster: str) -> list:
     """The supervisor processes of this session's ``cluster`` (another session on this machine
     may have a cluster of that name too: its GTC_HOME differs)."""
-    import os
-
-    import psutil
-
     argv = ["-m", "jupyter_gtc.backends.supervisor", os.environ["GTC_HOME"], cluster]
     return [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[-4:] == argv]
 
@@ -56,6 +55,9 @@ def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted
 
     assert sleep_until(lambda: any(e["event"] == "restarted" for e in api.cluster_events(watched.name)), 120)
     events = [(e["node"], e["event"]) for e in api.cluster_events(watched.name) if e["event"] != "hang"]
+    # The job's requeue is let start at once (not cred_expire + 1 s later), beside the node's ladder.
+    assert (crashed, "released") in events, events
+    events.remove((crashed, "released"))
     assert events == [(crashed, "detected"), (crashed, "down"), (crashed, "restarted")], events
     assert sleep_until(lambda: _node(watched.name, crashed).ready, 60), _node(watched.name, crashed)
 
@@ -89,6 +91,9 @@ def test_a_job_that_writes_nothing_for_its_hang_timeout_is_requeued_and_runs_aga
     assert job.state == "COMPLETED" and "run 1" in job.logs(), job.logs()
     hung = [e for e in api.cluster_events(watched.name) if e["event"] == "hang"]
     assert len(hung) == 1 and f"job {job.id} wrote nothing" in hung[0]["detail"] and "requeued" in hung[0]["detail"]
+    released = [e for e in api.cluster_events(watched.name) if e["event"] == "released"]
+    assert [e["detail"] for e in released if e["detail"].startswith(f"job {job.id}:")] == [
+        f"job {job.id}: requeued, let start now rather than cred_expire + 1 s later"], released
 
 
 def test_a_bad_hang_timeout_is_refused_before_anything_is_made(watched):
@@ -175,12 +180,12 @@ def test_a_supervisor_started_again_goes_on_from_what_the_one_before_did(watched
 @needs_root
 def test_a_node_cut_off_is_set_down_its_job_runs_again_elsewhere_and_it_is_resumed(slurm_available):
     """A partition (the node's link down): its slurmd runs on but nothing reaches it. Within
-    seconds it is set DOWN and its --requeue job runs on the other node; once it answers again
-    it is resumed."""
+    seconds it is fenced (its slurmd and the job's first run there stopped) and set DOWN, and
+    its --requeue job runs on the other node; once it answers again it is started and resumed."""
     cluster = api.create_cluster(small_gpu_spec("cutoff", nodes=2, supervisor=True, network="namespaces"))
     try:
         script = ('#!/bin/bash\n#SBATCH --requeue\necho "run ${SLURM_RESTART_COUNT:-0} on $SLURMD_NODENAME"\n'
-                  '[ -n "${SLURM_RESTART_COUNT:-}" ] || sleep 600\n')  # the first attempt runs on
+                  '[ -n "${SLURM_RESTART_COUNT:-}" ] || sleep 6017\n')  # the first attempt runs on
         job = api.submit_job(cluster.name, script).wait_until_running(timeout=60)
         cut = job.nodes
         other = next(n.name for n in cluster.nodes if n.name != cut)
@@ -191,9 +196,12 @@ def test_a_node_cut_off_is_set_down_its_job_runs_again_elsewhere_and_it_is_resum
         assert first.startswith(f"run 0 on {cut}") and marker and f"run 1 on {other}" in second, job.logs()
 
         def events() -> list[tuple[str, str]]:
-            return [(e["node"], e["event"]) for e in api.cluster_events(cluster.name)]
+            return [(e["node"], e["event"]) for e in api.cluster_events(cluster.name) if e["event"] != "released"]
 
-        assert events() == [(cut, "unreachable"), (cut, "down")], events()
+        assert events() == [(cut, "unreachable"), (cut, "fenced"), (cut, "down")], events()
+        assert any(e["event"] == "released" for e in api.cluster_events(cluster.name)), api.cluster_events(cluster.name)
+        # Fenced: the first run, cut off with its node, was stopped there, not left to write on.
+        assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "6017"]]
         assert "unreachable" in (_node(cluster.name, cut).reason or "")
         api.inject_fault(cluster.name, cut, "partition", clear=True)
         assert sleep_until(lambda: events()[-1:] == [(cut, "back")], 60), events()

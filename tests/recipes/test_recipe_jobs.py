@@ -109,3 +109,28 @@ def test_a_run_that_failed_is_named_with_its_logs_and_how_to_run_it_again(cluste
         f"job {failed.id} (gemma-pretrain) is FAILED and left no finished model in {failed.model_dir}; see "
         f"`gtc job logs {failed.id}`, then run it again: `gtc recipe run gemma-pretrain --cluster rcp` or "
         "`api.run_recipe('gemma-pretrain', 'rcp').wait()`, as notebooks/recipes/gemma_pretrain.ipynb does")
+
+
+def test_any_script_resumes_under_a_requeue_with_jupyter_gtc_resume(cluster):
+    """examples/resumable_regression.py (jupyter_gtc.resume), requeued after step 13 with its
+    checkpoint at 10: the second attempt redoes 11-13 and the job's metrics show each step once."""
+    from jupyter_gtc import api
+
+    script = ("#!/bin/bash\n#SBATCH --requeue\n"
+              'srun "${GTC_PYTHON:-python3}" -m jupyter_gtc.examples.resumable_regression --steps 30 '
+              "--checkpoint_every 10 --hold_at_step 13 --hold_until go\n")
+    job = api.submit_job(cluster, script)
+    assert sleep_until(lambda: "step 13/30" in job.logs(), 240), job.logs()
+    assert (job.checkpoint_dir / "step-00000010").is_dir()
+    job.requeue()
+    assert sleep_until(lambda: "resuming from" in job.logs(), 240), job.logs()
+    (job.job_dir / "go").touch()
+    job.wait(300)
+    assert job.state == "COMPLETED", job.logs()
+    first, marker, second = job.logs().partition("--- jupyter_gtc: attempt 2 (requeued)")
+    assert marker and re.search(r"resuming from \S+/step-00000010 \(step 10\)", second), second[-2000:]
+    assert [int(s) for s in re.findall(r"^step (\d+)/30", second, re.M)] == list(range(11, 31))
+    scalars = job.metrics()
+    steps = lambda table: sorted(table[table.tag == "train/loss"].step)  # noqa: E731
+    assert steps(scalars) == list(range(1, 31))
+    assert steps(job.metrics(all_attempts=True)) == sorted([*range(1, 31), 11, 12, 13])

@@ -37,7 +37,7 @@ STEP = re.compile(r"^step (\d+)/", re.M)
 
 # name -> (label, supervisor, nodes, local options)
 SETUPS = {
-    "slurmdefaults": ("Slurm alone, its defaults (300 s, 120 s)", False, 4, {"slurmd_timeout": 300, "cred_expire": 120}),
+    "defaults": ("Slurm alone, its defaults (300 s, 120 s)", False, 4, {"slurmd_timeout": 300, "cred_expire": 120}),
     "slurmonly": ("Slurm alone, local (30 s, 10 s)", False, 2, {}),
     "supervised": ("with the supervisor", True, 2, {}),
 }
@@ -112,7 +112,7 @@ def heal(api, cluster: str, node: str, fault: str) -> None:
 def faults(api, cluster: str, kinds: list[str]) -> list[tuple[float, float, float]]:
     """One recipe job per fault of ``kinds``, each on a node of its own; once all are past their
     first checkpoint, every fault at once (each job has a free node to go to); their timings."""
-    jobs = [api.run_recipe("llama-pretrain", cluster, nodes=1, args=ARGS) for _ in kinds]
+    jobs = [api.run_recipe("llama-pretrain", cluster, nodes=1, args=ARGS, options=["--exclusive"]) for _ in kinds]
     for job in jobs:
         wait(lambda: steps_in(log(job)) > 25)  # past its first checkpoint
     nodes = [job.nodes for job in jobs]
@@ -177,7 +177,7 @@ def main() -> int:
           "each (medians), seconds from the fault")
     print(f"{'fault':<10} {'detection':<42} {'to DOWN':>8} {'job again':>10} {'first step':>11} {'x Slurm':>8}")
     for fault in kinds:
-        base = statistics.median(r[2] for r in rows["slurmdefaults", fault])
+        base = statistics.median(r[2] for r in rows["defaults", fault])
         for name, (label, *_) in SETUPS.items():
             measured = rows[name, fault]
             down, again, first = (statistics.median(r[i] for r in measured) for i in range(3))

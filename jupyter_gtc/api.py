@@ -401,11 +401,14 @@ def list_recipes() -> list[Recipe]:
 
 
 def run_recipe(name: str, cluster: str, config: str = "tiny", *, nodes: int | None = None,
-               init_from: str | None = None, args: list[str] | None = None) -> Job:
+               init_from: str | None = None, args: list[str] | None = None,
+               options: list[str] | None = None) -> Job:
     """Submit recipe ``name`` in size ``config`` as a multi-node ``srun torchrun`` job named
     after the recipe. A recipe that starts from another's model takes the newest finished
-    one unless ``init_from`` names a folder, a job id or a recipe; ``args`` add flags."""
-    return _recipes.run_recipe(_jobs(), name, cluster, config, nodes=nodes, init_from=init_from, args=args)
+    one unless ``init_from`` names a folder, a job id or a recipe; ``args`` add the program's
+    flags; ``options`` sbatch's, which win over the recipe's (``["--exclusive"]``)."""
+    return _recipes.run_recipe(_jobs(), name, cluster, config, nodes=nodes, init_from=init_from, args=args,
+                               options=options)
 
 
 def recipe_output(ref: str, cluster: str | None = None) -> Path:

@@ -83,6 +83,7 @@ class Supervisor:
         self.created_at = self.store.get_cluster(cluster).created_at
         self.given_up: set[str] = set()
         self.cut_off: set[str] = set()  # set DOWN as unreachable: resumed once they answer again
+        self.start_failed: set[str] = set()  # cut off, answering again, but their slurmd would not start
         self.silent: dict[str, int] = {}  # node -> ticks in a row it has not answered
         by_node: dict[str, list[dict]] = {}
         for e in self.store.events(cluster):  # what an earlier supervisor of this cluster did
@@ -328,8 +329,11 @@ class Supervisor:
                 try:
                     self.backend.restart_node(spec, runtime, node)
                 except GtcError as e:
-                    self.record(node, "restart failed", f"it answers again, but its slurmd did not start: {e}")
-                    return  # the next tick tries again
+                    if node not in self.start_failed:  # once, not at every tick that tries again
+                        self.start_failed.add(node)
+                        self.record(node, "restart failed", f"it answers again, but its slurmd did not start: {e}")
+                    return
+                self.start_failed.discard(node)
                 self.cut_off.discard(node)
                 status = next((n for n in commands.nodes() if n.name == node), None)
                 if status is not None and (status.reason or "").startswith(REASON):

@@ -18,7 +18,8 @@ __all__ = ["FINISHED_MARKER", "RecipeOutputMissing", "recipe_output", "run_recip
 
 
 def run_recipe(jobs: JobService, name: str, cluster: str, config: str = "tiny", *, nodes: int | None = None,
-               init_from: str | None = None, args: list[str] | None = None) -> Job:
+               init_from: str | None = None, args: list[str] | None = None,
+               options: list[str] | None = None) -> Job:
     recipe = get_recipe(name)
     chosen = recipe.config(config)
     if init_from is None and recipe.consumes:
@@ -31,7 +32,7 @@ def run_recipe(jobs: JobService, name: str, cluster: str, config: str = "tiny", 
         init_from = str(recipe_output(jobs, init_from, cluster))  # a job id or a recipe name
     # Jobs run the python3 first on their PATH: the job's Python environment (this kernel's on a
     # local cluster, the attach spec's on an attached one), unless the nodes set GTC_PYTHON.
-    return jobs.submit(cluster, render_sbatch(recipe, chosen, nodes),
+    return jobs.submit(cluster, render_sbatch(recipe, chosen, nodes), options,
                        script_args=recipe_args(recipe, chosen, init_from, list(args or [])))
 
 

@@ -134,3 +134,14 @@ def test_any_script_resumes_under_a_requeue_with_jupyter_gtc_resume(cluster):
     steps = lambda table: sorted(table[table.tag == "train/loss"].step)  # noqa: E731
     assert steps(scalars) == list(range(1, 31))
     assert steps(job.metrics(all_attempts=True)) == sorted([*range(1, 31), 11, 12, 13])
+
+
+def test_sbatch_options_win_over_the_recipes(cluster):
+    from jupyter_gtc import api
+
+    job = api.run_recipe("llama-pretrain", cluster, options=["--hold", "--job-name=held-recipe"])
+    try:
+        assert job.name == "held-recipe"
+        assert sleep_until(lambda: job.refresh().reason == "JobHeldUser", 30), (job.state, job.reason)
+    finally:
+        job.cancel()

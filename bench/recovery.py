@@ -102,14 +102,23 @@ def fault_and_recover(api, cluster: str, job, n: int, fault: str) -> tuple[float
     return down - began, again - began, first - began
 
 
-def heal(api, cluster: str, node: str, fault: str) -> None:
-    """Both nodes up again: a crash cleared by hand where no supervisor restarts the node."""
-    if fault == "crash" and not any(x.name == node and x.ready for x in api.get_cluster(cluster).nodes):
-        api.inject_fault(cluster, node, "crash", clear=True)
-    wait(lambda: all(x.ready for x in api.get_cluster(cluster).nodes))
+def heal(api, cluster: str, nodes: list[str], supervised: bool) -> None:
+    """Every node up again. The supervisor brings its nodes back by itself; without one, as an
+    admin would, each node that is not back is power-cycled (its slurmd stopped, then every
+    stopped one started; ReturnToService=2 returns it to service when it registers)."""
+    def all_ready() -> bool:
+        return all(x.ready for x in api.get_cluster(cluster).nodes)
+
+    if not supervised:
+        out = [x.name for x in api.get_cluster(cluster).nodes if x.name in nodes and not x.ready]
+        for node in out:
+            api.inject_fault(cluster, node, "crash")
+        if out:
+            api.inject_fault(cluster, out[0], "crash", clear=True)
+    wait(all_ready)
 
 
-def faults(api, cluster: str, kinds: list[str]) -> list[tuple[float, float, float]]:
+def faults(api, cluster: str, kinds: list[str], supervised: bool) -> list[tuple[float, float, float]]:
     """One recipe job per fault of ``kinds``, each on a node of its own; once all are past their
     first checkpoint, every fault at once (each job has a free node to go to); their timings."""
     jobs = [api.run_recipe("llama-pretrain", cluster, nodes=1, args=ARGS, options=["--exclusive"]) for _ in kinds]
@@ -120,8 +129,7 @@ def faults(api, cluster: str, kinds: list[str]) -> list[tuple[float, float, floa
         measured = list(pool.map(lambda jf: fault_and_recover(api, cluster, jf[0], 1, jf[1]), zip(jobs, kinds)))
     for job in jobs:
         job.cancel().wait(120)
-    for node, fault in zip(nodes, kinds):
-        heal(api, cluster, node, fault)
+    heal(api, cluster, nodes, supervised)
     return measured
 
 
@@ -137,9 +145,9 @@ def goodput_run(api, cluster: str, minutes: float, every: float):
         wait(lambda: time.monotonic() >= at, every * 60 + 60)
         n = len(timeline) + 1
         wait(lambda: steps_in(attempt(job, n)) > 0)  # it trains: the fault lands on a running attempt
-        node, fault = job.nodes, ("crash", "partition")[(n - 1) % 2]
+        fault = ("crash", "partition")[(n - 1) % 2]
         timeline.append((fault, *fault_and_recover(api, cluster, job, n, fault)))
-        heal(api, cluster, node, fault)
+        heal(api, cluster, [], supervised=True)
     wait(lambda: time.monotonic() >= start + minutes * 60, minutes * 60)
     job.cancel().wait(120)
     return job.goodput(), timeline
@@ -162,8 +170,8 @@ def main() -> int:
             api.create_cluster(spec(name, supervised, nodes, local))
             for _ in range(args.rounds):
                 # Slurm's defaults: both faults at once (minutes each); else one at a time.
-                for fault, measured in (zip(kinds, faults(api, name, kinds)) if nodes > 2 else
-                                        [(fault, faults(api, name, [fault])[0]) for fault in kinds]):
+                for fault, measured in (zip(kinds, faults(api, name, kinds, supervised)) if nodes > 2 else
+                                        [(fault, faults(api, name, [fault], supervised)[0]) for fault in kinds]):
                     rows.setdefault((name, fault), []).append(measured)
             if not supervised:
                 api.delete_cluster(name)

@@ -53,12 +53,13 @@ def spec(name: str, supervisor: bool, nodes: int = 2, local: dict | None = None)
 
 
 def wait(condition, timeout: float = 600) -> float:
+    """The time (``time.time()``) at which ``condition`` first held."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise TimeoutError("the job did not come back")
+            raise TimeoutError(f"still waiting after {timeout:g} s")
         time.sleep(0.1)
-    return time.monotonic()
+    return time.time()
 
 
 def log(job) -> str:
@@ -92,14 +93,23 @@ def fault_and_recover(api, cluster: str, job, n: int, fault: str) -> tuple[float
     """Inject ``fault`` on the node of attempt ``n`` of ``job``: seconds to the node DOWN, to the
     job's next attempt running, to that attempt's first step. A partition is cleared then."""
     node = job.nodes
-    began = time.monotonic()
+    began = time.time()
     api.inject_fault(cluster, node, fault)
-    down = wait(lambda: any(x.name == node and x.state == "DOWN" for x in api.get_cluster(cluster).nodes), 900)
+    down = wait(lambda: went_down(api, cluster, node, began) is not None, 900) and went_down(api, cluster, node, began)
     again = wait(lambda: f"attempt {n + 1} (requeued)" in log(job), 900)
     first = wait(lambda: first_new_step(attempt(job, n + 1)), 900)
     if fault == "partition":
         api.inject_fault(cluster, node, fault, clear=True)
     return down - began, again - began, first - began
+
+
+def went_down(api, cluster: str, node: str, since: float) -> float | None:
+    """When ``node`` was set DOWN after ``since``: the supervisor's "down" event (it restarts the
+    node a second later, too soon for a poll to see), else now if Slurm shows it DOWN."""
+    for event in api.cluster_events(cluster):
+        if event["node"] == node and event["event"] == "down" and event["time"] >= since:
+            return event["time"]
+    return time.time() if any(x.name == node and x.state == "DOWN" for x in api.get_cluster(cluster).nodes) else None
 
 
 def heal(api, cluster: str, nodes: list[str], supervised: bool) -> None:
@@ -147,6 +157,7 @@ def goodput_run(api, cluster: str, minutes: float, every: float):
         wait(lambda: steps_in(attempt(job, n)) > 0)  # it trains: the fault lands on a running attempt
         fault = ("crash", "partition")[(n - 1) % 2]
         timeline.append((fault, *fault_and_recover(api, cluster, job, n, fault)))
+        print(f"measured: goodput run {fault}: " + ", ".join(f"{x:.1f}" for x in timeline[-1][1:]), flush=True)
         heal(api, cluster, [], supervised=True)
     wait(lambda: time.monotonic() >= start + minutes * 60, minutes * 60)
     job.cancel().wait(120)
@@ -173,6 +184,7 @@ def main() -> int:
                 for fault, measured in (zip(kinds, faults(api, name, kinds, supervised)) if nodes > 2 else
                                         [(fault, faults(api, name, [fault], supervised)[0]) for fault in kinds]):
                     rows.setdefault((name, fault), []).append(measured)
+                    print(f"measured: {name} {fault}: " + ", ".join(f"{x:.1f}" for x in measured), flush=True)
             if not supervised:
                 api.delete_cluster(name)
         goodput, timeline = goodput_run(api, "supervised", args.minutes, args.every)

@@ -24,7 +24,9 @@ from jupyter_gtc import api
 from tests.conftest import sleep_until, slurm
 from tests.non_root import needs_root
 
-pytestmark = [pytest.mark.usefixtures("slurm_available"), needs_root]
+# A test's own waits (300 s for the recipe to reach its checkpoint, under a loaded CI machine)
+# end before pytest's timeout does, so that a failure prints what _why() saw, not a bare timeout.
+pytestmark = [pytest.mark.usefixtures("slurm_available"), needs_root, pytest.mark.timeout(900)]
 
 HEALTH_INTERVAL = 10  # seconds between HealthCheckProgram runs (3 nodes: each run costs ~1 s of CPU)
 LADDER = ["detected", "requeued", "restarted", "still failing", "reimaged", "still failing", "replaced", "healthy"]

@@ -46,6 +46,15 @@ class ClusterNet:
             raise ValueError(f"node index {index} out of range for a /24 subnet")
         return f"{SUBNET_PREFIX}.{self.subnet}.{10 + index}"
 
+    def mac(self, index: int) -> str:
+        """The node's hardware address, made from its IP address (a locally administered 02:...,
+        as Docker made its containers'). A replaced node, a new machine at the same address,
+        keeps it: the other nodes' ARP caches still hold the old node's, and with a new one
+        they would send it nowhere for up to a minute (srun's "Communication connection
+        failure" on a job started just after a replace)."""
+        octets = [int(x) for x in self.address(index).split(".")]
+        return "02:00:" + ":".join(f"{o:02x}" for o in octets)
+
 
 LOCK = Path("/run/jupyter_gtc/subnets.lock")
 
@@ -83,6 +92,7 @@ def add_node(net: ClusterNet, node: str, index: int) -> None:
     _ip("netns", "add", ns)
     _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
     _ip("link", "set", veth, "master", net.bridge, "up")
+    _ip("-n", ns, "link", "set", "eth0", "address", net.mac(index))
     _ip("-n", ns, "addr", "add", f"{net.address(index)}/24", "dev", "eth0")
     _ip("-n", ns, "link", "set", "eth0", "up")
     _ip("-n", ns, "link", "set", "lo", "up")

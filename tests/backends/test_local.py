@@ -15,7 +15,7 @@ import pytest
 
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import BackendUnavailable, ClusterBusy, ClusterExists, ClusterNotFound, SpecError
-from tests.conftest import slurm, small_gpu_spec
+from tests.conftest import sleep_until, slurm, small_gpu_spec
 from tests.non_root import needs_root
 
 pytestmark = pytest.mark.slurm
@@ -248,6 +248,38 @@ def test_network_namespaces_give_each_node_its_own_hostname_and_ip(slurm_availab
         api.delete_cluster("netns")
     assert not set(namespaces) & set(_ip("netns", "list").split())
     assert bridge not in _ip("-br", "link")
+
+
+@needs_root
+def test_a_node_made_again_at_its_address_is_reached_by_the_nodes_that_knew_the_old_one():
+    """A replaced node is a new machine at the old one's address. Node a learnt b's hardware
+    address (ARP) by talking to it; after b is made again, what a has cached must still be b's,
+    else a sends into nothing until the entry expires: a job started right after a replace
+    failed so (srun: "Communication connection failure" on the new node)."""
+    from jupyter_gtc.backends import netns
+
+    net = netns.create_network(f"t{os.getpid() % 0xffff:04x}")
+    b_address = net.address(1)
+    try:
+        netns.add_node(net, "a", 0)
+        netns.add_node(net, "b", 1)
+        send = [*netns.exec_prefix(net, "a"), sys.executable, "-c",
+                f"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ({b_address!r}, 9))"]
+
+        def a_knows_b() -> str | None:
+            subprocess.run(send, check=True, timeout=30)
+            entry = _ip("-n", net.netns("a"), "neigh", "show", b_address).split()
+            return entry[entry.index("lladdr") + 1] if "lladdr" in entry else None
+
+        assert sleep_until(lambda: a_knows_b() is not None, 30)
+        netns.remove_node(net, "b")
+        netns.add_node(net, "b", 1)  # the replace: a new namespace and link at the same address
+        new_b = _ip("-n", net.netns("b"), "-br", "link", "show", "eth0").split()[2]
+        assert a_knows_b() == new_b
+    finally:
+        netns.remove_node(net, "a")
+        netns.remove_node(net, "b")
+        netns.remove_bridge(net)
 
 
 def _ip(*argv: str) -> str:

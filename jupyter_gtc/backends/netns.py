@@ -4,6 +4,7 @@ Each node gets a namespace with its own interface, IP and hostname, joined to th
 cluster's bridge on this machine, where slurmctld listens on the bridge's address:
 
     host: bridge gtcb<id> 10.213.S.1/24 -- veth gtcv<id><i> <-> eth0 in netns gtc-<id>-<node> 10.213.S.(10+i)
+                                                                  (MAC 02:00:0a:d5:S:(10+i), from the IP)
 
 So ``srun -N3 hostname`` prints three names, nodes talk over a real (virtual) network,
 and a node can be cut off by taking its link down. The subnet 10.213.S.0/24 is chosen

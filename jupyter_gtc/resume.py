@@ -51,10 +51,14 @@ class Checkpoints:
         self.step = 0  # the step restored from, once restore() has run
         self.extra: dict[str, Any] = {}
 
+    def complete(self) -> list[Path]:
+        """The complete checkpoints, oldest first."""
+        return sorted((p for p in self.folder.glob("step-*[0-9]") if (p / MARKER).exists()), key=_step_of)
+
     def latest(self) -> Path | None:
         """The newest complete checkpoint, or None."""
-        done = [p for p in self.folder.glob("step-*[0-9]") if (p / MARKER).exists()]
-        return max(done, key=_step_of, default=None)
+        done = self.complete()
+        return done[-1] if done else None
 
     def restore(self, **stateful: Any) -> int:
         """Load each named object's state from the newest complete checkpoint, and the random
@@ -103,8 +107,7 @@ class Checkpoints:
             if final.exists():  # this step saved again after a resume from an earlier one
                 shutil.rmtree(final)
             os.replace(partial, final)
-            done = sorted((p for p in self.folder.glob("step-*[0-9]") if (p / MARKER).exists()), key=_step_of)
-            for old in done[:-self.keep]:
+            for old in self.complete()[:-self.keep]:
                 shutil.rmtree(old, ignore_errors=True)
         _barrier()
         return final

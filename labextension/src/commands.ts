@@ -370,33 +370,80 @@ function nextPaint(): Promise<void> {
   return new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(() => resolve())));
 }
 
-/** An in-progress toast whose text changes. JupyterLab shows a toast asynchronously and
- * drops an update that arrives before it is on screen (a create can fail in 50 ms), so
- * updates wait until the toast has been up a moment. */
+/** An in-progress toast whose text changes. JupyterLab loses an update that comes before
+ * react-toastify counts the toast as active: it then emits the toast again under its id,
+ * which react-toastify drops as a duplicate, and the toast spins on "Creating…" for good.
+ * react-toastify counts a toast active only in an effect after the toast is on the page,
+ * and the first toast of a page waits for react-toastify to load, which on a loaded machine
+ * took longer than a create (0.3 s). So an update waits until the toast is on the page, and
+ * is made again until the toast shows it. */
 class ProgressToast {
   constructor(message: string) {
     this._id = Notification.emit(message, 'in-progress', { autoClose: false });
+    this._shown = onPage(this._id, TOAST_SHOWN_WITHIN_MS);
   }
 
   update(message: string): void {
+    if (message === this._latest) {
+      return; // the feed tells of an operation's other changes too
+    }
     this._latest = message;
-    void this._shown.then(() => {
-      if (!this._finished && this._latest === message) {
-        Notification.update({ id: this._id, message, type: 'in-progress', autoClose: false });
-      }
-    });
+    const current = () => !this._finished && this._latest === message;
+    void this._shown.then(() => this._apply(current, { message, type: 'in-progress', autoClose: false }));
   }
 
   async finish(message: string, type: 'success' | 'error', options: Notification.IOptions<ReadonlyJSONValue>): Promise<void> {
     this._finished = true;
     await this._shown;
-    Notification.update({ id: this._id, message, type, ...options });
+    await this._apply(() => true, { message, type, ...options });
+  }
+
+  private async _apply(current: () => boolean, update: Omit<Notification.IUpdate<ReadonlyJSONValue>, 'id'>): Promise<void> {
+    for (let attempt = 0; attempt < UPDATE_ATTEMPTS && current(); attempt++) {
+      const before = this._text();
+      Notification.update({ id: this._id, ...update });
+      if (before === null) {
+        return; // not on the page (muted, or closed by the user): the notification list shows it
+      }
+      await new Promise(resolve => setTimeout(resolve, UPDATE_SHOWN_MS));
+      const after = this._text();
+      if (after === null || after !== before) {
+        return;
+      }
+    }
+  }
+
+  /** The text the toast shows, or null while it is not on the page. */
+  private _text(): string | null {
+    return document.getElementById(this._id)?.querySelector('.jp-toast-message')?.textContent ?? null;
   }
 
   private _id: string;
   private _latest = '';
   private _finished = false;
-  private _shown = new Promise(resolve => setTimeout(resolve, TOAST_SHOWN_MS));
+  private _shown: Promise<void>;
 }
 
-const TOAST_SHOWN_MS = 500;
+/** Toasts muted ("do not disturb") never show; their updates go to the notification list. */
+const TOAST_SHOWN_WITHIN_MS = 10_000;
+const UPDATE_SHOWN_MS = 200;
+const UPDATE_ATTEMPTS = 50;
+
+/** Resolves once an element with this id is on the page (react-toastify gives a toast's
+ * element the toast's id, and JupyterLab makes that the notification's), or after `withinMs`. */
+function onPage(id: string, withinMs: number): Promise<void> {
+  return new Promise(resolve => {
+    const done = (): void => {
+      observer.disconnect();
+      clearTimeout(timer);
+      resolve();
+    };
+    const observer = new MutationObserver(() => {
+      if (document.getElementById(id)) {
+        done();
+      }
+    });
+    const timer = setTimeout(done, withinMs);
+    observer.observe(document.body, { childList: true, subtree: true });
+  });
+}

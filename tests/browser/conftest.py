@@ -61,6 +61,9 @@ def page(chromium, request):
     """A fresh browser page; on failure its console log is printed with the test's output."""
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
+    if os.environ.get("GTC_BROWSER_SLOWDOWN"):  # e.g. 8: the browser of a loaded machine, to find races
+        context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate",
+                                           {"rate": float(os.environ["GTC_BROWSER_SLOWDOWN"])})
     console: list[str] = []
     page.on("console", lambda msg: console.append(f"[{msg.type}] {msg.text}"))
     page.on("pageerror", lambda error: console.append(f"[pageerror] {error}"))

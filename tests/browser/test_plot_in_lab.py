@@ -44,17 +44,23 @@ COUNT_POINTS = """() => {
 MAX_NOTEBOOK_BYTES = 200_000
 
 
+def _snap(page, element, path) -> None:
+    """A picture of a plot that is growing: Locator.screenshot waits for the element to hold
+    still, which a live plot in a slowed browser did not do within its 15 s."""
+    page.screenshot(path=str(path), clip=element.bounding_box())
+
+
 def test_live_plot_grows_in_jupyterlab_and_survives_a_reload(jupyter_lab, page, screenshots):
     notebook_url = open_and_run_all(jupyter_lab, page, NOTEBOOK, [SETUP, FEED])
     canvas = page.locator(".jp-OutputArea-output canvas").first
     canvas.wait_for(timeout=60_000)
     plot = page.locator(".jp-OutputArea-output:has(canvas)").first
     first = _wait_for_points(page, minimum=3)
-    plot.screenshot(path=str(screenshots / "live_plot_1.png"))
+    _snap(page, plot, screenshots / "live_plot_1.png")
     page.screenshot(path=str(screenshots / "live_plot_lab_page.png"))
     # It grows in the page while the kernel's thread adds points (15 more on every line).
     second = _wait_for_points(page, minimum=max(first.values()) + 15)
-    plot.screenshot(path=str(screenshots / "live_plot_2.png"))
+    _snap(page, plot, screenshots / "live_plot_2.png")
     assert set(second) == {"train/loss", "eval/loss"}, second
 
     # Saved from the browser: the outputs are a widget reference and a ~2 KB loader, not BokehJS.
@@ -76,7 +82,7 @@ def test_live_plot_grows_in_jupyterlab_and_survives_a_reload(jupyter_lab, page, 
     after_reload = _wait_for_points(page, minimum=max(second.values()))
     plot = page.locator(".jp-OutputArea-output:has(canvas)").first
     _wait_for_points(page, minimum=max(after_reload.values()) + 1)  # and grows on
-    plot.screenshot(path=str(screenshots / "live_plot_after_reload.png"))
+    _snap(page, plot, screenshots / "live_plot_after_reload.png")
     errors = [line for line in page.console_log
               if line.startswith(("[error]", "[pageerror]")) and "bokeh" in line.lower()]
     assert not errors, errors

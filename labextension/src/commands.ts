@@ -406,9 +406,8 @@ class ProgressToast {
         return; // not on the page (muted, or closed by the user): the notification list shows it
       }
       await new Promise(resolve => setTimeout(resolve, UPDATE_SHOWN_MS));
-      const after = this._text();
-      if (after === null || after !== before) {
-        return;
+      if (this._text() !== before) {
+        return; // shown, or gone from the page
       }
     }
   }

@@ -319,3 +319,16 @@ class ActionNotSupported(GtcError):
     def __init__(self, backend: str, action: str, job_id: str, instead: str):
         self.backend, self.action, self.job_id = backend, action, job_id
         super().__init__(f"job {job_id}: the {backend} backend cannot {action} a job; {instead}")
+
+
+class CheckpointRefused(GtcError):
+    """A checkpoint that ``jupyter_gtc.resume`` will not load, because loading it could run
+    code (a pickle of objects, or a checkpoint of the older format that stored some so);
+    ``path`` names it, the message says how to go on. Nothing of it was loaded."""
+
+    http_status = 409
+    google_status = "FAILED_PRECONDITION"
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(message)

@@ -21,6 +21,13 @@ writes the states (under torch.distributed every rank holds the same ones, as in
 rank writes its own random number generators' state, so a resumed run draws what the
 uninterrupted run would have drawn. The newest ``keep`` checkpoints are kept.
 
+Nothing is ever unpickled: a checkpoint folder may be writable by others (a shared file
+system, a storage emulator), and a pickle runs whatever code its writer put in it. Every file
+is loaded with ``torch.load(weights_only=True)``, which takes tensors and plain data only, and
+the random generators' state is saved as such (uint8 and int64 tensors, ints, floats). A file
+that holds anything else, or a checkpoint of the older format (which pickled that state), is
+refused with ``CheckpointRefused``, and nothing of it is loaded.
+
 ``jupyter_gtc/examples/resumable_regression.py`` is a whole script that uses it; the recipes
 keep their own (``recipes/checkpoint.py``), for FSDP's sharded states.
 """
@@ -35,9 +42,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .exceptions import CheckpointRefused
+
 CHECKPOINT_DIR_ENV = "AIP_CHECKPOINT_DIR"
 TENSORBOARD_DIR_ENV = "AIP_TENSORBOARD_LOG_DIR"
 MARKER = "checkpoint.json"  # written last inside the .partial folder: a complete checkpoint has it
+# The marker's "format": 2 since the random generators' state is tensors and plain data; a
+# checkpoint without one pickled it (numpy's and Python's states as objects).
+FORMAT = 2
 
 
 class Checkpoints:
@@ -77,14 +89,19 @@ class Checkpoints:
         if missing:
             raise KeyError(f"{found} holds no state for {', '.join(missing)} (it has {', '.join(meta['objects']) or 'none'}); "
                            "restore the names that save() was given")
-        import torch
-
-        states = torch.load(found / "states.pt", map_location="cpu", weights_only=False)
+        if meta.get("format") != FORMAT:
+            raise CheckpointRefused(str(found), (
+                f"{found} was written by an older jupyter_gtc, which saved the random generators' state as a "
+                f"pickle; loading one can run any code its writer put in it, so it is not read. Move the "
+                f"checkpoints without \"format\": {FORMAT} in their {MARKER} out of {self.folder} (the run then "
+                f"resumes from a newer one, or starts from step 1); the next save() writes the safe format"))
+        states = _load(found / "states.pt")
+        rng = found / f"rng-{_rank()}.pt"
+        generators = _load(rng) if rng.exists() else None
         for name, obj in stateful.items():
             obj.load_state_dict(states[name])
-        rng = found / f"rng-{_rank()}.pt"
-        if rng.exists():
-            _set_rng_state(torch.load(rng, weights_only=False))
+        if generators is not None:
+            _set_rng_state(generators)
         self.step, self.extra = meta["step"], meta.get("extra", {})
         print(f"resuming from {found} (step {self.step})", flush=True)
         return self.step
@@ -102,8 +119,8 @@ class Checkpoints:
         _barrier()  # every rank's generators are in before the folder becomes complete
         if _rank() == 0:
             torch.save({name: obj.state_dict() for name, obj in stateful.items()}, partial / "states.pt")
-            (partial / MARKER).write_text(json.dumps(
-                {"step": step, "objects": sorted(stateful), "extra": extra or {}, "time": time.time()}))
+            (partial / MARKER).write_text(json.dumps({"step": step, "objects": sorted(stateful), "extra": extra or {},
+                                                      "time": time.time(), "format": FORMAT}))
             if final.exists():  # this step saved again after a resume from an earlier one
                 shutil.rmtree(final)
             os.replace(partial, final)
@@ -148,29 +165,56 @@ def _barrier() -> None:
         dist.barrier()
 
 
-def _rng_state() -> dict[str, Any]:
+def _load(path: Path) -> Any:
+    """A file of tensors and plain data; ``CheckpointRefused`` for one that holds anything else
+    (torch's restricted unpickler refuses it before any of it runs)."""
+    import pickle
+
     import torch
 
-    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise CheckpointRefused(str(path), (
+            f"{path} holds more than tensors and plain data, so it is not loaded (loading it could run code "
+            f"its writer put in it: {first[:200]}). Save only state_dict()s, or, if someone else wrote it, "
+            f"remove its checkpoint folder {path.parent}")) from None
+
+
+def _rng_state() -> dict[str, Any]:
+    """Every random generator's state as tensors and plain data (``torch.load`` with
+    ``weights_only=True`` takes them; pickled tuples and numpy arrays it would refuse)."""
+    import torch
+
+    version, internal, gauss_next = random.getstate()
+    state: dict[str, Any] = {
+        "python": {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss_next": gauss_next},
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     try:
         import numpy
-
-        state["numpy"] = numpy.random.get_state()
     except ImportError:
-        pass
+        return state
+    kind, keys, pos, has_gauss, cached = numpy.random.get_state()
+    state["numpy"] = {"kind": str(kind), "keys": torch.from_numpy(keys.astype(numpy.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
     return state
 
 
 def _set_rng_state(state: dict[str, Any]) -> None:
     import torch
 
-    random.setstate(state["python"])
+    python = state["python"]
+    random.setstate((python["version"], tuple(python["state"].tolist()), python["gauss_next"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
     if "numpy" in state:
         import numpy
 
-        numpy.random.set_state(state["numpy"])
+        saved = state["numpy"]
+        numpy.random.set_state((saved["kind"], saved["keys"].numpy().astype(numpy.uint32), saved["pos"],
+                                saved["has_gauss"], saved["cached_gaussian"]))

@@ -90,3 +90,75 @@ def test_a_first_start_restores_nothing_and_keep_must_keep_one(tmp_path):
     assert Checkpoints(tmp_path / "empty").restore(model=torch.nn.Linear(2, 1)) == 0
     with pytest.raises(ValueError, match="keep=0"):
         Checkpoints(tmp_path, keep=0)
+
+
+class _RunsCode:
+    """Unpickled, it creates ``marker``: what another user who can write the checkpoint folder
+    (a shared file system, the storage emulator) would put in a states.pt."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _plant(checkpoint: Path, marker: Path, fmt: int | None) -> None:
+    import json
+
+    checkpoint.mkdir(parents=True)
+    torch.save({"model": _RunsCode(marker)}, checkpoint / "states.pt")
+    torch.save({"python": _RunsCode(marker)}, checkpoint / "rng-0.pt")
+    meta = {"step": 99, "objects": ["model"], "extra": {}, "time": 0.0}
+    (checkpoint / "checkpoint.json").write_text(json.dumps(meta if fmt is None else {**meta, "format": fmt}))
+
+
+@pytest.mark.parametrize("fmt", [None, 2], ids=["older-format", "current-format"])
+def test_a_planted_pickle_is_never_run_and_restore_says_why(tmp_path, fmt):
+    from jupyter_gtc.exceptions import CheckpointRefused
+
+    marker = tmp_path / "pwned"
+    _plant(tmp_path / "ckpt" / "step-00000099", marker, fmt)
+    with pytest.raises(CheckpointRefused) as refused:
+        Checkpoints(tmp_path / "ckpt").restore(model=torch.nn.Linear(2, 1))
+    assert not marker.exists()
+    said = str(refused.value)
+    assert "step-00000099" in said and ("could run" in said or "can run" in said)
+    if fmt is None:
+        assert "older jupyter_gtc" in said and "out of" in said  # how to go on
+
+
+def test_the_random_generators_round_trip_exactly_without_pickle(tmp_path):
+    import json
+    import pickle
+    import random
+
+    import numpy
+
+    random.seed(1)
+    numpy.random.seed(2)
+    torch.manual_seed(3)
+    random.gauss(0, 1)  # a cached gaussian in Python's state, and in numpy's
+    numpy.random.standard_normal()
+    model = torch.nn.Linear(2, 1)
+    Checkpoints(tmp_path).save(7, model=model)
+    expected = (random.random(), random.gauss(0, 1), numpy.random.standard_normal(3).tolist(),
+                numpy.random.randint(0, 1 << 30), torch.rand(4).tolist())
+
+    random.seed(9)
+    numpy.random.seed(9)
+    torch.manual_seed(9)
+    restored = torch.nn.Linear(2, 1)
+    assert Checkpoints(tmp_path).restore(model=restored) == 7
+    assert (random.random(), random.gauss(0, 1), numpy.random.standard_normal(3).tolist(),
+            numpy.random.randint(0, 1 << 30), torch.rand(4).tolist()) == expected
+    assert torch.equal(restored.weight, model.weight)
+
+    # What was written loads under weights_only=True with nothing allowed beyond torch's own.
+    folder = tmp_path / "step-00000007"
+    assert json.loads((folder / "checkpoint.json").read_text())["format"] == 2
+    for name in ("states.pt", "rng-0.pt"):
+        torch.load(folder / name, weights_only=True)
+    with pytest.raises(pickle.UnpicklingError):  # the older format's rng file, as a contrast
+        torch.save({"numpy": numpy.random.get_state()}, tmp_path / "old.pt")
+        torch.load(tmp_path / "old.pt", weights_only=True)

@@ -211,6 +211,20 @@ class JobLogUnknown(JobNotFound):
     submit, seen only in the completion file once slurmctld had forgotten it)."""
 
 
+class LogRefused(GtcError):
+    """A job's output is not shown: the file its ``--output`` names is not a regular file its
+    user owns (a FIFO, a device, a file under /proc, another user's file). Jobs name their
+    output themselves, so a job of another user must not reach files through ours."""
+
+    http_status = 403
+    google_status = "PERMISSION_DENIED"
+
+    def __init__(self, path: str, why: str):
+        self.path, self.why = path, why
+        super().__init__(f"the job's output {path} is not shown: {why}; a job's output is shown only from a "
+                         f"regular file its user owns")
+
+
 class JobSubmitError(GtcError):
     """sbatch refused the job; the message is Slurm's own."""
 

@@ -58,9 +58,11 @@ class Host(ABC):
         """The names in folder ``path``, or None where it is no folder (or is gone)."""
 
     @abstractmethod
-    def read(self, path: HostPath, offset: int = 0, size: int = -1) -> bytes:
+    def read(self, path: HostPath, offset: int = 0, size: int = -1, *, owner: str | None = None) -> bytes:
         """Up to ``size`` bytes (-1: to the end) from ``offset``; ``FileNotFoundError`` where
-        there is no file. Fewer bytes only at the end of the file."""
+        there is no file. Fewer bytes only at the end of the file. Only a regular file outside
+        /proc, /dev and /sys is read, never waiting for a writer (a FIFO), and with ``owner``
+        only a file that user owns: else ``PermissionError``, saying why."""
 
     @abstractmethod
     def write(self, path: HostPath, data: bytes) -> None:
@@ -74,15 +76,16 @@ class Host(ABC):
     def remove_tree(self, path: HostPath) -> None:
         """Remove ``path`` and all under it; nothing there is fine."""
 
-    def read_many(self, requests: Sequence[tuple[HostPath, int, int]]) -> list[bytes | None]:
-        """``read(path, offset, size)`` of each request, None where there is no file. A remote
-        host does them in one round trip (the reason this exists: a poll that follows a hundred
-        logs asks for them at once)."""
+    def read_many(self, requests: Sequence[tuple[HostPath, int, int]], *,
+                  owner: str | None = None) -> list[bytes | None]:
+        """``read(path, offset, size, owner=owner)`` of each request, None where there is no
+        file or it may not be read. A remote host does them in one round trip (the reason this
+        exists: a poll that follows a hundred logs asks for them at once)."""
         out: list[bytes | None] = []
         for path, offset, size in requests:
             try:
-                out.append(self.read(path, offset, size))
-            except FileNotFoundError:
+                out.append(self.read(path, offset, size, owner=owner))
+            except (FileNotFoundError, PermissionError):
                 out.append(None)
         return out
 
@@ -90,6 +93,57 @@ class Host(ABC):
         """A read-only file object (``seek``, ``tell``, ``read``) over ``read``, for parsers
         written against files; ``FileNotFoundError`` at once where there is no file."""
         return RangeReader(self, path)
+
+    def owned_by(self, user: str | None) -> "Host":
+        """This host, reading only files that ``user`` owns (``read``'s ``owner``): how the
+        output of a job that others submitted is read, wherever its ``--output`` points."""
+        return OwnedFilesHost(self, user)
+
+
+class OwnedFilesHost(Host):
+    """A host's view that reads only one user's files; everything else is the host's own. A
+    job's output is served to whoever may see the job (the sidebar, ``gtc job logs``), and a
+    job names its output path itself: read as the server's user, another user's
+    ``--output=/root/secret`` would be a way to read what that user may not."""
+
+    def __init__(self, host: Host, user: str | None):
+        self.host, self.user = host, user
+        self.name = host.name
+
+    def _owner(self, path: HostPath) -> str:
+        if not self.user:
+            raise PermissionError(13, "the job's user is unknown, so whose file it is cannot be checked", str(path))
+        return self.user
+
+    def run(self, argv, *, env=None, check=True, timeout=60, input=None) -> Result:
+        return self.host.run(argv, env=env, check=check, timeout=timeout, input=input)
+
+    def stat(self, path: HostPath) -> FileStat | None:
+        return self.host.stat(path)
+
+    def list_dir(self, path: HostPath) -> list[DirEntry] | None:
+        return self.host.list_dir(path)
+
+    def read(self, path: HostPath, offset: int = 0, size: int = -1, *, owner: str | None = None) -> bytes:
+        return self.host.read(path, offset, size, owner=self._owner(path))
+
+    def open_read(self, path: HostPath) -> "RangeReader":
+        self.read(path, 0, 0)  # refused at once, not at the first read (a tail that seeks past nothing)
+        return RangeReader(self, path)
+
+    def read_many(self, requests, *, owner: str | None = None) -> list[bytes | None]:
+        if not self.user:
+            return [None] * len(requests)
+        return self.host.read_many(requests, owner=self.user)
+
+    def write(self, path: HostPath, data: bytes) -> None:
+        raise PermissionError(13, "a view of another user's files is read-only", str(path))
+
+    def make_dirs(self, path: HostPath, exist_ok: bool = True) -> None:
+        raise PermissionError(13, "a view of another user's files is read-only", str(path))
+
+    def remove_tree(self, path: HostPath) -> None:
+        raise PermissionError(13, "a view of another user's files is read-only", str(path))
 
 
 class RangeReader:

@@ -88,7 +88,9 @@ class GcsHost(Host):
         entries = [DirEntry(f, False, True) for f in files if f and f != FOLDER_MARK]
         return sorted(entries + [DirEntry(d, True, False) for d in folders], key=lambda e: e.name)
 
-    def read(self, path: HostPath, offset: int = 0, size: int = -1) -> bytes:
+    def read(self, path: HostPath, offset: int = 0, size: int = -1, *, owner: str | None = None) -> bytes:
+        """(``owner`` is not checked: a bucket's objects have no owning user, and every job on a
+        Vertex target is the target's own.)"""
         from google.api_core import exceptions
 
         bucket, name = _split(path)

@@ -11,6 +11,7 @@ from stat import S_ISDIR
 
 from .. import _process
 from .base import DirEntry, FileStat, Host, HostPath
+from .remote_ops import open_log, read_log
 
 
 class LocalHost(Host):
@@ -41,13 +42,11 @@ class LocalHost(Host):
             return None
         return entries
 
-    def read(self, path: HostPath, offset: int = 0, size: int = -1) -> bytes:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read(size)
+    def read(self, path: HostPath, offset: int = 0, size: int = -1, *, owner: str | None = None) -> bytes:
+        return read_log(path, offset, size, owner)
 
     def open_read(self, path: HostPath):
-        return open(path, "rb")  # the real file: no need to go through read() here
+        return os.fdopen(open_log(path), "rb")  # the real file: no need to go through read() here
 
     def write(self, path: HostPath, data: bytes) -> None:
         folder = os.path.dirname(os.fspath(path)) or "."

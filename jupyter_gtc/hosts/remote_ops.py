@@ -11,17 +11,58 @@ JSON line ``[returncode, stderr, timed_out]`` and the command's stdout for run, 
 for an error. (This file runs on the far machine: it is the one module that starts
 processes other than ``_process.py``, there.)
 Status 0 done; ENOENT no such file (read); EEXIST the folder exists (make_dirs without
-exist_ok); FAILED anything else (the message says). Standard library only."""
+exist_ok); EACCES a file that must not be read (``open_log``); FAILED anything else (the
+message says). Standard library only."""
 
+import errno
 import json
 import os
+import pwd
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
 
-OK, ENOENT, EEXIST, FAILED = 0, 2, 17, 1
+OK, ENOENT, EEXIST, EACCES, FAILED = 0, 2, 17, 13, 1
+# Where no job's output is: the kernel's views of processes and devices. A job may name any
+# path as its --output; a file there (the server's own /proc/self/environ) is never served.
+UNREADABLE_ROOTS = ("/proc", "/dev", "/sys")
+
+
+def open_log(path, owner=None):
+    """A read-only descriptor of the regular file ``path``, opened without blocking (a FIFO
+    named as a job's output would hold the reader until someone writes to it), and, with
+    ``owner`` (a user name), only where that user owns it: a job's output is served to whoever
+    may see the job, so the path it names must not reach a file its user could not read.
+    ``PermissionError`` says why not; ``FileNotFoundError`` where nothing is."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PermissionError(errno.EACCES, "not a regular file", str(path))
+        # The file opened, whatever links led there (Linux names it in /proc/self/fd).
+        real = os.readlink("/proc/self/fd/%d" % fd) if os.path.isdir("/proc/self/fd") else os.path.realpath(path)
+        for root in UNREADABLE_ROOTS:
+            if real == root or real.startswith(root + "/"):
+                raise PermissionError(errno.EACCES, "under " + root, str(path))
+        if owner is not None:
+            try:
+                uid = pwd.getpwnam(owner).pw_uid
+            except KeyError:
+                raise PermissionError(errno.EACCES, "no user " + owner + " here", str(path)) from None
+            if st.st_uid != uid:
+                raise PermissionError(errno.EACCES, "not owned by " + owner, str(path))
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_log(path, offset, size, owner=None):
+    with os.fdopen(open_log(path, owner), "rb") as f:
+        f.seek(offset)
+        return f.read(size)
 
 
 def run(argv, env, timeout, data):
@@ -59,13 +100,13 @@ def do(op, path, arg, data):
             entries = None
         return OK, json.dumps(entries).encode()
     if op == "read":
-        offset, size = arg
+        offset, size = arg[:2]
         try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                return OK, f.read(size)
+            return OK, read_log(path, offset, size, arg[2] if len(arg) > 2 else None)
         except FileNotFoundError:
             return ENOENT, b""
+        except PermissionError as e:
+            return EACCES, (e.strerror or "refused").encode()
     if op == "write":
         fd, partial = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".partial-")
         try:

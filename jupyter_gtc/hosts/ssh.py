@@ -32,7 +32,7 @@ from pathlib import Path
 from .. import _process
 from ..exceptions import CommandError, HostKeyRefused, HostUnreachable
 from .base import DirEntry, FileStat, Host, HostPath
-from .remote_ops import EEXIST, ENOENT, OK
+from .remote_ops import EACCES, EEXIST, ENOENT, OK
 
 REMOTE_OPS = (Path(__file__).with_name("remote_ops.py")).read_text()
 # Reads sent at once by read_many: ~50 KB of requests, which the pipes and ssh's channel hold
@@ -130,14 +130,15 @@ class SSHHost(Host):
                         error = "the connection closed" + (" before the answer: the command may have run"
                                                            if op == "run" else "")
                     raise HostUnreachable(argv, self.destination, error)
-        if status not in (OK, ENOENT, EEXIST):
+        if status not in (OK, ENOENT, EEXIST, EACCES):
             raise CommandError([op, os.fspath(path)], status, payload.decode(errors="replace"))
         return status, payload
 
-    def _pipelined_reads(self, requests: Sequence[tuple[HostPath, int, int]]) -> list[tuple[int, bytes]] | None:
+    def _pipelined_reads(self, requests: Sequence[tuple[HostPath, int, int]],
+                         owner: str | None = None) -> list[tuple[int, bytes]] | None:
         """The reads written back to back, then their answers read in order: one round trip
         for all. None where the connection failed meanwhile (the caller reads one by one)."""
-        batch = b"".join(json.dumps(["read", os.fspath(path), [offset, size], 0]).encode() + b"\n"
+        batch = b"".join(json.dumps(["read", os.fspath(path), [offset, size, owner], 0]).encode() + b"\n"
                          for path, offset, size in requests)
         with self._lock:
             if self._server is not None and self._server.poll() is not None:
@@ -195,24 +196,27 @@ class SSHHost(Host):
         found = json.loads(self._op("list", path)[1])
         return None if found is None else [DirEntry(*entry) for entry in found]
 
-    def read(self, path: HostPath, offset: int = 0, size: int = -1) -> bytes:
-        status, data = self._op("read", path, [offset, size])
+    def read(self, path: HostPath, offset: int = 0, size: int = -1, *, owner: str | None = None) -> bytes:
+        status, data = self._op("read", path, [offset, size, owner])
         if status == ENOENT:
             raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+        if status == EACCES:
+            raise PermissionError(13, data.decode(errors="replace"), os.fspath(path))
         return data
 
-    def read_many(self, requests: Sequence[tuple[HostPath, int, int]]) -> list[bytes | None]:
+    def read_many(self, requests: Sequence[tuple[HostPath, int, int]], *,
+                  owner: str | None = None) -> list[bytes | None]:
         out: list[bytes | None] = []
         for start in range(0, len(requests), READ_BATCH):
             chunk = requests[start:start + READ_BATCH]
-            answers = self._pipelined_reads(chunk)
+            answers = self._pipelined_reads(chunk, owner)
             if answers is None:  # dropped: a read is harmless twice, so one by one over a new connection
-                out += super().read_many(chunk)
+                out += super().read_many(chunk, owner=owner)
                 continue
             for (status, payload), (path, _, _) in zip(answers, chunk):
-                if status not in (OK, ENOENT):
+                if status not in (OK, ENOENT, EACCES):
                     raise CommandError(["read", os.fspath(path)], status, payload.decode(errors="replace"))
-                out.append(None if status == ENOENT else payload)
+                out.append(payload if status == OK else None)
         return out
 
     def write(self, path: HostPath, data: bytes) -> None:

@@ -55,8 +55,14 @@ def bad_request(message: str) -> ApiError:
 
 async def call(fn, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` on the REST pool; a ``GtcError`` becomes an ``ApiError``."""
+    return await call_on(_executor, functools.partial(fn, *args, **kwargs))
+
+
+async def call_on(executor: ThreadPoolExecutor, fn) -> Any:
+    """``fn()`` on ``executor`` (the change feed has its own: requests that hold every REST
+    thread must not stop the feed, nor the feed's reads the requests); errors as ``call``'s."""
     try:
-        return await IOLoop.current().run_in_executor(_executor, functools.partial(fn, *args, **kwargs))
+        return await IOLoop.current().run_in_executor(executor, fn)
     except GtcError as e:
         raise ApiError(e.http_status, e.kind, str(e)) from e
 

@@ -32,10 +32,12 @@ step, and the step's own read follows at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +47,7 @@ from tornado.iostream import StreamClosedError
 
 from .. import api
 from ..exceptions import GtcError
-from .base import GtcHandler, call
+from .base import GtcHandler, call_on
 from .handlers_jobs import jobs_json
 from .handlers_studies import studies_json
 
@@ -55,13 +57,39 @@ KEEP_ALIVE = 15.0
 # How often clusters' node states are re-read when nothing says they changed, in seconds
 # (one scontrol per cluster each time): 3, unless this variable says otherwise.
 CLUSTER_INTERVAL_ENV = "GTC_FEED_CLUSTER_SECONDS"
+# Events waiting for one connection. A client that reads slower than the feed writes (or not
+# at all) would otherwise hold every event in memory: past this it is sent a new snapshot
+# instead, once it reads again, as after a reconnect.
+MAX_QUEUED_EVENTS = 1000
+# One thread reads for every connection (a tick's reads are one after another): its own, so a
+# burst of slow REST requests never stops the feed.
+_feed_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gtc-feed")
 
 
 @dataclass(eq=False)
 class Subscription:
     cluster: str | None
-    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(MAX_QUEUED_EVENTS))
     needs_snapshot: bool = True
+    dropped: int = 0  # events dropped as the queue overflowed, in all
+
+    def offer(self, event: str, data: Any) -> bool:
+        """Queue an event; False where the queue was full, which empties it and asks for a
+        snapshot (what the client missed is in it)."""
+        try:
+            self.queue.put_nowait((event, data))
+            return True
+        except asyncio.QueueFull:
+            while not self.queue.empty():
+                self.queue.get_nowait()
+                self.dropped += 1
+            self.needs_snapshot = True
+            return False
+
+    def close(self) -> None:
+        """Tell the connection's loop to end, whatever is queued."""
+        if not self.offer("closed", None):
+            self.queue.put_nowait(("closed", None))
 
 
 class ChangeFeed:
@@ -111,7 +139,7 @@ class ChangeFeed:
                 self._clusters_stale = True
             steps = self._operation_steps
             try:
-                clusters, jobs, studies = await call(self._read, wanted, loop)
+                clusters, jobs, studies = await call_on(_feed_executor, functools.partial(self._read, wanted, loop))
                 if clusters is not None and self._operation_steps != steps:
                     clusters = None  # read before the step, perhaps: _on_operation asked for a new read
             except Exception as e:  # a failed tick is reported and retried, never fatal
@@ -215,15 +243,16 @@ class ChangeFeed:
                 s.needs_snapshot = False
                 if operations is None:  # read here, on the loop: no later step can overtake it
                     operations = [op.to_json() for op in api.cluster_operations().list()]
-                s.queue.put_nowait(("snapshot", {"clusters": self._clusters, "cluster": s.cluster,
-                                                 "jobs": list(self._jobs.get(s.cluster, {}).values()),
-                                                 "studies": self._studies.get(s.cluster, []),
-                                                 "operations": operations}))
+                s.offer("snapshot", {"clusters": self._clusters, "cluster": s.cluster,
+                                     "jobs": list(self._jobs.get(s.cluster, {}).values()),
+                                     "studies": self._studies.get(s.cluster, []), "operations": operations})
 
     def _broadcast(self, event: str, data: Any, cluster: str | None = None, only_snapshotted: bool = False) -> None:
         for s in self._subscriptions:
             if (cluster is None or s.cluster == cluster) and not (only_snapshotted and s.needs_snapshot):
-                s.queue.put_nowait((event, data))
+                if not s.offer(event, data):
+                    self._clusters_stale = True  # its snapshot must be current
+                    self._wake.set()
 
 
 def _without_elapsed(job: dict | None) -> dict | None:
@@ -261,7 +290,7 @@ class EventsHandler(GtcHandler):
     def on_connection_close(self) -> None:
         subscription = getattr(self, "_subscription", None)
         if subscription is not None:
-            subscription.queue.put_nowait(("closed", None))
+            subscription.close()
 
 
 def handlers(prefix: str) -> list[tuple]:

@@ -18,7 +18,7 @@ from typing import Any
 from ..backends import get_backend
 from ..backends.base import PartitionLayout
 from ..exceptions import (
-    AmbiguousCluster, ClusterBusy, ClusterNotFound, CommandError, GtcError, JobLogUnknown, JobNotFound,
+    AmbiguousCluster, ClusterBusy, ClusterNotFound, CommandError, GtcError, JobLogUnknown, JobNotFound, LogRefused,
     JobStateConflict, JobSubmitError, JobTimeout, SpecError,
 )
 from ..hosts import LOCAL, Host
@@ -158,7 +158,11 @@ class Job:
         """The job's output so far; only the last ``tail`` lines when given."""
         if tail is not None:
             return tail_lines(self.log_file(), tail, host=self.host)
-        return LogFollower(self.log_file(), host=self.host).read_new(limit=-1)
+        follower = LogFollower(self.log_file(), host=self.host)
+        text = follower.read_new(limit=-1)
+        if follower.refused is not None:
+            raise LogRefused(str(follower.path), follower.refused)
+        return text
 
     def follow(self) -> LogFollower:
         """An incremental reader of the log: each ``read_new()`` returns only what was added."""
@@ -298,6 +302,12 @@ class ForeignJob(Job):
 
     job_dir = property(lambda self: None)
     model_dir = checkpoint_dir = log_dir = hypertune_file = job_dir
+
+    @property
+    def host(self):
+        """The cluster's host, reading only files of the job's user: its ``--output`` is its
+        submitter's choice, and must not show what that user could not read."""
+        return self._poller.host.owned_by(self.user)
 
     @property
     def log_path(self) -> Path | None:

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..exceptions import LogRefused
 from ..hosts import LOCAL, Host
 
 
@@ -25,6 +26,8 @@ def tail_lines(path: Path, lines: int, block: int = 64 * 1024, host: Host = LOCA
                 data = f.read(step) + data
     except FileNotFoundError:
         return ""
+    except PermissionError as e:
+        raise LogRefused(str(path), e.strerror or str(e)) from None
     text = data.decode(errors="replace")
     return "".join(text.splitlines(keepends=True)[-lines:]) if lines > 0 else ""
 
@@ -44,6 +47,7 @@ class LogFollower:
         # What a poll read for us (``prefetch``): (offset, bytes, whether that was the file's
         # end then). Reads at that offset take it instead of asking the host.
         self._prefetched: tuple[int, bytes, bool] | None = None
+        self.refused: str | None = None  # why the file may not be read, once a read found out
 
     def read_new(self, limit: int = 4 * 1024 * 1024) -> str:
         """At most ``limit`` bytes of what is new (-1: all of it)."""
@@ -56,10 +60,15 @@ class LogFollower:
             elif at_end and data:  # nothing more was there at the poll: the next read need not ask
                 self._prefetched = (self.offset + len(data), b"", True)
         else:
+            if self.refused is not None:
+                return ""
             try:
                 data = self._host.read(self.path, self.offset, limit)
             except FileNotFoundError:
                 return ""
+            except PermissionError as e:  # said once, in the text a reader shows
+                self.refused = e.strerror or str(e)
+                return f"[{LogRefused(str(self.path), self.refused)}]\n"
         self.offset += len(data)
         return self._decoder.decode(data)
 
@@ -90,6 +99,8 @@ def read_log_range(path: Path, offset: int | None, limit: int, host: Host = LOCA
         data = host.read(path, start, limit)
     except FileNotFoundError:
         return {"text": "", "offset": 0, "next_offset": 0, "size": 0}
+    except PermissionError as e:
+        raise LogRefused(str(path), e.strerror or str(e)) from None
     if from_end and start > 0:  # begin at a whole line
         cut = data.find(b"\n") + 1
         start, data = start + cut, data[cut:]

@@ -88,6 +88,39 @@ def test_a_reader_sees_the_old_file_or_the_new_one_never_half(host, tmp_path):
     assert [e.name for e in host.list_dir(tmp_path)] == ["job.sbatch"]  # no partial file left
 
 
+def test_only_regular_files_are_read_and_with_an_owner_only_theirs(host, tmp_path):
+    """A job names its own output: a FIFO there held a reader (a REST thread, the feed) until
+    someone wrote to it; a device or /proc reads what is no job's; another user's file is theirs."""
+    import pwd
+
+    os.mkfifo(tmp_path / "fifo")
+    me = pwd.getpwuid(os.getuid()).pw_name
+    host.write(tmp_path / "mine", b"mine\n")
+    outcome: list = []
+
+    def read_fifo():
+        try:
+            host.read(tmp_path / "fifo")
+        except PermissionError as e:
+            outcome.append(e.strerror)
+
+    reader = threading.Thread(target=read_fifo, daemon=True)
+    reader.start()
+    reader.join(30)
+    assert outcome == ["not a regular file"]
+    for path in ("/proc/self/environ", "/dev/zero"):
+        with pytest.raises(PermissionError):
+            host.read(path, 0, 10)
+    assert host.read(tmp_path / "mine", owner=me) == b"mine\n"
+    with pytest.raises(PermissionError, match="not owned by nobody"):
+        host.read(tmp_path / "mine", owner="nobody")
+    view = host.owned_by("nobody")
+    assert view.read_many([(tmp_path / "mine", 0, -1), (tmp_path / "none", 0, -1)]) == [None, None]
+    assert host.owned_by(me).read_many([(tmp_path / "mine", 0, -1)]) == [b"mine\n"]
+    with pytest.raises(PermissionError):
+        view.open_read(tmp_path / "mine")
+
+
 def test_run_takes_an_argument_list_and_adds_env(host, tmp_path):
     weird = "$(touch pwned); echo no"
     result = host.run(["printf", "%s|%s", weird, "$HOME"], env={"GTC_TEST": "x y"})

@@ -134,7 +134,7 @@ def test_many_reads_share_one_round_trip_per_batch_and_survive_a_drop(sshd, ssh_
         path.write_text(f"{i}\n")
     rounds = []
     pipelined = ssh_host._pipelined_reads
-    ssh_host._pipelined_reads = lambda chunk: rounds.append(len(chunk)) or pipelined(chunk)
+    ssh_host._pipelined_reads = lambda chunk, owner=None: rounds.append(len(chunk)) or pipelined(chunk, owner)
     assert ssh_host.read_many([(p, 0, -1) for p in files]) == [p.read_bytes() for p in files]
     assert rounds == [READ_BATCH, 6]
     ssh_host._stop_server()  # as a dropped connection does: the next call opens a new one

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import subprocess
+import tempfile
+import threading
+from pathlib import Path
 
 import pytest
 
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import JobStateConflict
-from tests.server.api_client import call, ok, wait_for
+from tests.conftest import sleep_until
+from tests.server.api_client import answer, call, ok, wait_for
 
 # Writes UTF-8 text (two-byte characters, so small reads must not split one), and two
 # hypertune reports, the way cloudml-hypertune writes them, the second a NaN.
@@ -151,3 +156,90 @@ def test_unknown_jobs_and_actions(jupyter_server, rest_cluster):
     status, _, _ = jupyter_server.request("POST", f"gtc/api/jobs/{rest_cluster.name}/1/explode", b"")
     assert status == 404  # not a route
     assert ok(jupyter_server, "GET", "jobs?cluster=nope") == {"jobs": []}
+
+
+# -- another user's job names its own output: we must not read through it ---------------------
+
+@pytest.fixture
+def other_user():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: sbatch --uid submits as another user, as that user's own sbatch would")
+    from tests.non_root import ensure_user
+
+    return ensure_user()
+
+
+def sbatch_as(cluster: str, user, *options: str) -> str:
+    """A held job of ``user`` (root's ``sbatch --uid``: the same job that user's own sbatch makes),
+    whose ``--output`` Slurm reports while it waits."""
+    env = {**os.environ, **api.cluster_env(cluster)}
+    done = subprocess.run(["sbatch", "--parsable", "--hold", f"--uid={user.pw_uid}", f"--gid={user.pw_gid}",
+                           "--chdir=/tmp", *options, "--wrap", "sleep 300"],
+                          env=env, capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout.strip().split(";")[0]
+
+
+def test_another_users_job_cannot_make_us_read_files_it_could_not(rest_cluster, other_user, tmp_path, jupyter_server):
+    """The review's attack: a second local user's job names a root-only file, the server's own
+    environment (a JupyterHub token) or a FIFO as its output; the sidebar then asked us for its log."""
+    cluster = rest_cluster.name
+    secret = tmp_path / "root-only"
+    secret.write_text("root's secret\n")
+    secret.chmod(0o600)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    os.chmod(tmp_path, 0o755)
+    own = Path(tempfile.mkdtemp(prefix="gtc-other-", dir="/tmp"))
+    os.chown(own, other_user.pw_uid, other_user.pw_gid)
+    (own / "mine.out").write_text("the user's own output\n")
+    os.chown(own / "mine.out", other_user.pw_uid, other_user.pw_gid)
+    jobs = {path: sbatch_as(cluster, other_user, f"--output={path}")
+            for path in (secret, "/proc/self/environ", fifo, own / "mine.out")}
+    try:
+        for path, job_id in jobs.items():
+            assert sleep_until(lambda: (j := _listed(cluster, job_id)) is not None and j.log_path is not None, 30)
+            job = api.get_job(job_id, cluster)
+            assert (job.managed, job.user, job.log_path) == (False, other_user.pw_name, Path(path))
+
+        for path in (secret, "/proc/self/environ", fifo):
+            job = api.get_job(jobs[path], cluster)
+            outcome: list = []
+            # Before the fix a FIFO blocked the reader for good: read on a thread, to fail, not hang.
+            reader = threading.Thread(target=lambda: outcome.append(_read_all_ways(job)), daemon=True)
+            reader.start()
+            reader.join(60)
+            assert outcome, f"reading {path} did not return"
+            assert outcome[0] == "refused", (path, outcome)
+
+            status, _, body = answer(jupyter_server, "GET", f"gtc/api/jobs/{cluster}/{jobs[path]}/log")
+            assert status == 403 and body["kind"] == "LogRefused" and str(path) in body["message"], body
+            assert "secret" not in body["message"] and "TOKEN" not in body["message"]
+
+        mine = api.get_job(jobs[own / "mine.out"], cluster)  # the user's own file is still shown
+        assert mine.logs() == "the user's own output\n"
+    finally:
+        slurm(cluster, "scancel", *jobs.values())
+        shutil.rmtree(own, ignore_errors=True)
+
+
+def _read_all_ways(job) -> str:
+    """"refused" when every way to read the log refuses, else what one of them returned."""
+    from jupyter_gtc.exceptions import LogRefused
+
+    results = []
+    for read in (lambda: job.logs(), lambda: job.logs(tail=5), lambda: job.log_range(None, 1024)["text"]):
+        try:
+            results.append(read())
+        except LogRefused:
+            results.append("refused")
+    followed = job.follow().read_new()
+    results.append("refused" if followed.startswith("[") and "is not shown" in followed else followed)
+    return "refused" if set(results) == {"refused"} else repr(results)
+
+
+def _listed(cluster: str, job_id: str):
+    return next((j for j in api.list_jobs(cluster) if j.id == job_id), None)
+
+
+def slurm(cluster: str, *argv: str) -> None:
+    subprocess.run(list(argv), env={**os.environ, **api.cluster_env(cluster)}, capture_output=True, timeout=60)

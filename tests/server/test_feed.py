@@ -54,3 +54,28 @@ def test_a_feed_for_no_cluster_or_an_unknown_one_still_starts_with_a_snapshot(ju
             assert stream.next("snapshot", timeout=60)["jobs"] == []
         finally:
             stream.close()
+
+
+def test_a_client_that_stops_reading_costs_a_bounded_queue_and_gets_a_snapshot_after():
+    """Each connection's events wait in its queue until it reads them: one that never reads
+    held every event in memory. Past the bound its queue is emptied and a snapshot is due."""
+    import asyncio
+
+    from jupyter_gtc.server.feed import MAX_QUEUED_EVENTS, ChangeFeed
+
+    async def flood() -> tuple[int, bool, bool]:
+        feed = ChangeFeed()
+        slow = feed.subscribe(None)
+        feed.unsubscribe(slow)  # no tick of the feed's own: only the events below
+        slow.needs_snapshot = False
+        feed._subscriptions.add(slow)
+        for i in range(MAX_QUEUED_EVENTS * 3):
+            feed._broadcast("job", {"id": str(i)})
+        size, wants_snapshot = slow.queue.qsize(), slow.needs_snapshot
+        slow.close()  # a full queue still ends the connection's loop
+        queued = [slow.queue.get_nowait() for _ in range(slow.queue.qsize())]
+        feed._subscriptions.clear()
+        return size, wants_snapshot, queued[-1]
+
+    size, wants_snapshot, last = asyncio.run(flood())
+    assert size <= MAX_QUEUED_EVENTS and wants_snapshot and last == ("closed", None)

@@ -8,7 +8,9 @@ on each report, one JSON object a line::
 
 So an offset means nothing here: entries are tracked by content. A line is new if that
 exact line was never returned before. A line without its newline is a rewrite caught
-midway and waits for the next read.
+midway and waits for the next read, unless the job has ended (``read_new(final=True)``):
+then nothing writes any more, and a last line without its newline (a writer of its own,
+``print(..., end="")``) is whole and read.
 """
 
 from __future__ import annotations
@@ -57,16 +59,22 @@ class HypertuneTail:
         self.path = Path(path)
         self._host = host
         self.bad_lines = 0
+        self.first_bad: str | None = None  # why the first bad line was skipped
+        self.found = False                  # the file was there at a read
+        self.unterminated = ""              # the last read's text after its last newline
         self._seen: set[str] = set()
         self._signature: tuple[int, int, int] | None = None
 
-    def read_new(self) -> list[Scalar]:
+    def read_new(self, final: bool = False) -> list[Scalar]:
+        """The entries not returned before. ``final``: the job has ended, so a last line
+        without its newline is whole, and is read too (the file is read even if unchanged)."""
         st = self._host.stat(self.path)
         if st is None:
             return []
+        self.found = True
         signature = (st.inode, st.size, st.mtime_ns)
         racy = time.time() - st.mtime < RACY_SECONDS
-        if signature == self._signature and not racy:
+        if signature == self._signature and not racy and not (final and self.unterminated.strip()):
             return []
         try:
             text = self._host.read(self.path).decode("utf-8", errors="replace")
@@ -74,8 +82,10 @@ class HypertuneTail:
             return []
         self._signature = signature
         out: list[Scalar] = []
-        # Only lines that end in a newline are whole; the rest is a rewrite in progress.
-        for line in text.split("\n")[:-1]:
+        # Only lines that end in a newline are whole; the rest is a rewrite in progress, until
+        # the job has ended.
+        *lines, self.unterminated = text.split("\n")
+        for line in lines + ([self.unterminated] if final else []):
             line = line.strip()
             if not line or line in self._seen:
                 continue
@@ -83,8 +93,22 @@ class HypertuneTail:
                 scalars = parse_hypertune_line(line)
             except (ValueError, TypeError, OverflowError) as e:  # OverflowError: int(float("inf"))
                 self.bad_lines += 1
+                self.first_bad = self.first_bad or f"{e} ({line[:80]})"
                 log.warning("skipping a bad line in %s: %s (%.80s)", self.path, e, line)
             else:
                 out.extend(scalars)
             self._seen.add(line)
         return out
+
+    def problem(self) -> str | None:
+        """Why the file gave nothing, where that can be told: for a trial that reported nothing."""
+        if not self.found:
+            return f"its hypertune file {self.path} was never written"
+        if self.bad_lines:
+            return (f"{self.bad_lines} line(s) of its hypertune file {self.path} are no cloudml-hypertune JSON "
+                    f"(the first: {self.first_bad})")
+        if not self._seen:
+            if self.unterminated.strip():
+                return f"its hypertune file {self.path} had no complete line (its only line has no newline)"
+            return f"its hypertune file {self.path} is empty"
+        return None

@@ -118,15 +118,21 @@ class MetricsReader:
         self._lock = threading.Lock()
 
     @property
+    def hypertune_problem(self) -> str | None:
+        """Why the hypertune file gave nothing, where known (``HypertuneTail.problem``)."""
+        return self._hypertune.problem() if self._hypertune is not None else None
+
+    @property
     def undecodable_events(self) -> int:
         """Records whose checksum held but that were not a well-formed Event."""
         return sum(d.undecodable for d in self._decoders.values())
 
-    def read_new(self, limit: int | None = PAGE_SCALARS) -> list[Scalar]:
+    def read_new(self, limit: int | None = PAGE_SCALARS, final: bool = False) -> list[Scalar]:
         """Scalars written since the last call: all of them, or when more than about
         `limit` are waiting (the first read of a big log dir), the first `limit` or so,
         and the next call goes on from there; `caught_up` tells which. `limit=None` reads
-        everything in one list, however big (`read_metrics`)."""
+        everything in one list, however big (`read_metrics`). `final`: the job has ended, so
+        the hypertune file's last line counts even without its newline (`HypertuneTail`)."""
         with self._lock:
             stats = PollStats()
             started = time.perf_counter()
@@ -138,7 +144,7 @@ class MetricsReader:
                         stats.caught_up = False  # the page is full: the rest waits
                         break
             if self._hypertune is not None:
-                out.extend(self._hypertune.read_new())
+                out.extend(self._hypertune.read_new(final=final))
             out.sort(key=attrgetter("wall_time"))  # stable: file order breaks ties
             stats.scalars = len(out)
             stats.seconds = time.perf_counter() - started
@@ -147,11 +153,11 @@ class MetricsReader:
             self.last_poll = stats
             return out
 
-    def pages(self, limit: int = PAGE_SCALARS) -> Iterator[list[Scalar]]:
-        """`read_new(limit)` until caught up, yielding each non-empty page: the new
+    def pages(self, limit: int = PAGE_SCALARS, final: bool = False) -> Iterator[list[Scalar]]:
+        """`read_new(limit, final)` until caught up, yielding each non-empty page: the new
         scalars of a log dir of any size, for a caller that hands each page on and drops it."""
         while True:
-            page = self.read_new(limit)
+            page = self.read_new(limit, final)
             if page:
                 yield page
             if self.caught_up:

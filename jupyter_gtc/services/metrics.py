@@ -32,15 +32,16 @@ class JobMetrics:
         self._listeners: Listeners[list[Scalar]] = Listeners("metrics")
         self._lock = threading.RLock()
 
-    def refresh(self, until: int | None = None) -> HistoryView:
+    def refresh(self, until: int | None = None, final: bool = False) -> HistoryView:
         """Read what was written since the last call, hand it to every subscriber (a page,
         ~50,000 scalars, at a time), and return it (a view of the history). With ``until``,
         stop once the history holds that many scalars: a caller that wants the scalars up
-        to a position need not wait for the whole catch-up of a big log dir."""
+        to a position need not wait for the whole catch-up of a big log dir. ``final``: the
+        job has ended (known before this read), so a hypertune line without its newline is whole."""
         with self._lock:
             start = len(self._history)
             if until is None or start < until:
-                for page in self._reader.pages():
+                for page in self._reader.pages(final=final):
                     self._history.extend(page)
                     self._listeners.notify(page)  # under the lock: a new subscriber's backlog never misses these
                     if until is not None and len(self._history) >= until:
@@ -54,6 +55,11 @@ class JobMetrics:
             for page in self._history.view().pages():
                 listener(page)
             return self._listeners.add(listener)
+
+    @property
+    def hypertune_problem(self) -> str | None:
+        """Why the job's hypertune file gave nothing, where known: for a trial that reported nothing."""
+        return self._reader.hypertune_problem
 
     def all(self) -> Sequence[Scalar]:
         """Every scalar read so far, in order: a snapshot that reads them from the history

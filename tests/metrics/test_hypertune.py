@@ -85,3 +85,43 @@ def test_parse_line_reads_the_metric_key():
     line = '{"checkpoint_path": "", "global_step": "0", "timestamp": 2.0, "trial": "0", "x/y": "-1"}'
     (s,) = parse_hypertune_line(line)
     assert (s.tag, s.step, s.wall_time, s.value) == ("x/y", 0, 2.0, -1.0)
+
+
+def test_a_last_line_without_its_newline_is_read_once_the_job_has_ended(tmp_path):
+    path = tmp_path / "m"
+    first = json.dumps({"auc": "0.5", "global_step": "1", "timestamp": 1.0})
+    last = json.dumps({"auc": "0.9", "global_step": "2", "timestamp": 2.0})
+    path.write_text(first + "\n" + last)  # a writer of its own: print(json.dumps(...), end="")
+    old = 1_000_000_000
+    os.utime(path, (old, old))  # not racy: an unchanged file is not read again
+    tail = HypertuneTail(path)
+    assert [s.step for s in tail.read_new()] == [1]  # mid-write, line 2 could be half of itself
+    assert tail.read_new() == []
+    assert [(s.step, s.value) for s in tail.read_new(final=True)] == [(2, 0.9)]  # the job ended: it is whole
+    assert tail.read_new(final=True) == [] and tail.problem() is None
+
+
+def test_why_a_file_gave_nothing_is_said(tmp_path):
+    path = tmp_path / "m"
+    tail = HypertuneTail(path)
+    tail.read_new(final=True)
+    assert tail.problem() == f"its hypertune file {path} was never written"
+    path.write_text("")
+    tail.read_new(final=True)
+    assert tail.problem() == f"its hypertune file {path} is empty"
+    path.write_text('{"auc": "0.9", "global_st')  # cut off: the job was killed mid-write
+    assert tail.read_new() == []
+    assert tail.problem() == f"its hypertune file {path} had no complete line (its only line has no newline)"
+    assert tail.read_new(final=True) == []
+    assert tail.problem().startswith(f"1 line(s) of its hypertune file {path} are no cloudml-hypertune JSON")
+
+
+def test_the_metrics_reader_passes_final_on(tmp_path):
+    from jupyter_gtc.metrics.reader import MetricsReader
+
+    path = tmp_path / "hypertune.metrics"
+    path.write_text(json.dumps({"auc": "0.7", "global_step": "3", "timestamp": 1.0}))
+    reader = MetricsReader(tmp_path / "logs", path)
+    assert reader.read_new() == [] and "no complete line" in reader.hypertune_problem
+    assert [(s.tag, s.step, s.value) for s in reader.read_new(final=True)] == [("auc", 3, 0.7)]
+    assert reader.hypertune_problem is None

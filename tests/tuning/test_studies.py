@@ -124,7 +124,25 @@ def test_a_trial_that_reports_nothing_fails_and_says_why(cluster):
                       script='#!/bin/bash\necho "got $@"\n')
     study = api.create_study(cluster, spec, name="silent").wait(timeout=60)
     [trial] = study.snapshot().trials
-    assert trial.state == "FAIL" and trial.reason == f"job {trial.job_id} reported no val_loss"
+    assert trial.state == "FAIL" and trial.reason == (f"job {trial.job_id} reported no val_loss: its hypertune "
+                                                      f"file {trial.job_dir}/hypertune.metrics was never written")
+
+
+def test_a_last_hypertune_line_without_its_newline_is_the_trials_value(cluster):
+    # A trial's own writer (not cloudml-hypertune) that ends its file without a newline; and one
+    # killed mid-write, whose trial says why it reported nothing.
+    whole = '{"val_loss": "0.25", "global_step": "1"}'
+    script = f"#!/bin/bash\necho \"got $@\"\nprintf '%s' '{whole}' > \"$CLOUD_ML_HP_METRIC_FILE\"\n"
+    spec = short_spec("{x: {double: [0, 1]}}", trials=1, parallel=1, script=script)
+    [trial] = api.create_study(cluster, spec, name="unterminated").wait(timeout=60).snapshot().trials
+    assert (trial.state, trial.value) == ("COMPLETE", 0.25), trial.reason
+
+    cut = script.replace(whole, whole[:20])
+    spec = short_spec("{x: {double: [0, 1]}}", trials=1, parallel=1, script=cut, extra="max_failed_trials: 1\n")
+    [trial] = api.create_study(cluster, spec, name="cutoff").wait(timeout=60).snapshot().trials
+    assert trial.state == "FAIL" and trial.reason.startswith(
+        f"job {trial.job_id} reported no val_loss: 1 line(s) of its hypertune file {trial.job_dir}/hypertune.metrics "
+        f"are no cloudml-hypertune JSON"), trial.reason
 
 
 def test_stop_trial_and_stop_study(cluster):

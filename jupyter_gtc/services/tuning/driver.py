@@ -53,6 +53,7 @@ class _Running:
     reported: set[int] = field(default_factory=set)
     points: list[tuple[int, float, float]] = field(default_factory=list)  # (step, wall_time, value)
     inbox: deque = field(default_factory=deque)  # new Scalars, filled by the metrics feed's listener
+    other_tags: set[str] = field(default_factory=set)  # what it reported besides the metric
     unsubscribe: Callable[[], None] | None = None
     told: bool = False                  # Optuna knows its end; waiting for Slurm to end the job
 
@@ -199,6 +200,7 @@ class StudyDriver:
 
         def take(scalars: list[Scalar]) -> None:  # called by whichever thread reads the files
             run.inbox.extend(s for s in scalars if s.tag == metric)
+            run.other_tags.update(s.tag for s in scalars if s.tag != metric and not s.tag.startswith("progress/"))
             self._wake.set()
 
         run.unsubscribe = job.metrics_feed.subscribe(take)
@@ -241,7 +243,7 @@ class StudyDriver:
         run.job.metrics_feed.refresh()
         changed = self._report(run)
         if finished:
-            run.job.metrics_feed.refresh()
+            run.job.metrics_feed.refresh(final=True)  # nothing writes now: a last line without its newline counts
             self._report(run)
             if not run.told:
                 self._tell_finished(run)
@@ -280,11 +282,21 @@ class StudyDriver:
             run.trial.set_user_attr(FAIL_REASON, f"job {job.id} ended {job.state}{code}")
             self.study.tell(run.trial, state=optuna.trial.TrialState.FAIL)
         elif value is None:
-            run.trial.set_user_attr(FAIL_REASON, f"job {job.id} reported no {self.spec.metric.metric_id}")
+            why = self._why_nothing(run)
+            run.trial.set_user_attr(FAIL_REASON, f"job {job.id} reported no {self.spec.metric.metric_id}"
+                                                 + (f": {why}" if why else ""))
             self.study.tell(run.trial, state=optuna.trial.TrialState.FAIL)
         else:
             self.study.tell(run.trial, value)
         run.told = True
+
+    def _why_nothing(self, run: _Running) -> str | None:
+        """Why a finished trial's job reported no value of the metric, where known: other
+        metrics only, or what was wrong with its hypertune file."""
+        if run.other_tags:
+            return (f"it reported only {', '.join(sorted(run.other_tags)[:5])} (the study's metric is "
+                    f"{self.spec.metric.metric_id})")
+        return run.job.metrics_feed.hypertune_problem
 
     def _cancel(self, run: _Running, reason: str) -> None:
         """Stop a trial early: cancel its job and record it as pruned, saying why."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import SpecError
+from .store import make_home
 
 # The shapes Google Cloud gives these (one copy: spec/vertex_target.py validates with them too).
 PROJECT_RE = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
@@ -112,7 +113,7 @@ def _raw(home: Path) -> dict[str, object]:
 def _save(home: Path, values: dict[str, object]) -> None:
     """Whole or not at all: a reader sees the old file or the new one."""
     path = config_file(home)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_home(path.parent)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     partial.write_text(json.dumps(values, indent=1, sort_keys=True) + "\n")
     os.replace(partial, path)

@@ -30,6 +30,29 @@ def default_home() -> Path:
     return Path(data) / "jupyter_gtc"
 
 
+def make_home(home: Path) -> Path:
+    """``home`` made where it is missing, for its user alone: 0700 from its creation, whatever
+    the umask (it holds specs with their scripts, job folders, endpoints' records). The folders
+    above it are made as usual; a home that exists is left as it is."""
+    home.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        home.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    return home
+
+
+def create_private_file(path: Path) -> None:
+    """An empty ``path``, 0600 from its creation, unless it exists. An empty file is an empty
+    SQLite database, and SQLite makes a database's -wal and -shm files with its mode: so a
+    database made this way is its user's alone from the start, whatever the umask (which is
+    the whole process's, and threads run)."""
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+
+
 @dataclass
 class ClusterRecord:
     name: str
@@ -120,7 +143,8 @@ class Store:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._local = threading.local()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_home(self.path.parent)
+        create_private_file(self.path)  # specs' scripts, CustomJobs' environments: the user's alone
         wal = sqlite3.connect(self.path, timeout=30)
         try:
             wal.execute("PRAGMA journal_mode=WAL")  # persistent, and not allowed inside a transaction

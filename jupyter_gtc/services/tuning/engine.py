@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ...spec.study import ParameterSpec, TuningSpec, grid_size, grid_values  # noqa: F401  (grid_size: the driver's)
+from ...state.store import create_private_file
 
 # Pruning starts once this many trials have completed (Optuna's MedianPruner default is 5;
 # Vertex does not say; 3 lets short studies stop bad trials too).
@@ -56,6 +57,7 @@ def open_storage(path: Path):
     # driver, and a server showing the new study) collide on "table ... already exists".
     with open(path.with_name(path.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        create_private_file(path)  # 0600 from the start, and its -wal and -shm with it
         db = sqlite3.connect(path, timeout=30)
         try:
             db.execute("PRAGMA journal_mode=WAL")  # persistent in the file, for every later connection

@@ -1,0 +1,56 @@
+"""A GTC_HOME and its state store are their user's alone from their creation, whatever the
+umask: the store holds specs with their scripts and CustomJob bodies with their environment."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from jupyter_gtc.state import open_store
+from jupyter_gtc.state.config import set_value
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.fixture
+def umask_022():
+    """The usual umask, under which a file others may read is 0644 and a folder 0755."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def test_a_fresh_home_is_0700_and_the_database_and_its_wal_files_0600(tmp_path, umask_022):
+    home = tmp_path / "deeper" / "home"
+    store = open_store(home)  # its migrations are written through the WAL; its connection stays open
+    assert store.list_clusters() == []
+    assert mode(home) == 0o700
+    files = sorted(p.name for p in home.iterdir())
+    assert files == ["state.db", "state.db-shm", "state.db-wal"]
+    assert [mode(home / name) for name in files] == [0o600] * 3
+
+
+def test_a_home_that_exists_is_left_as_it_is(tmp_path, umask_022):
+    home = tmp_path / "shared"
+    home.mkdir(mode=0o750)
+    open_store(home)
+    assert mode(home) == 0o750 and mode(home / "state.db") == 0o600
+
+
+def test_gtc_config_makes_a_private_home_too(tmp_path, umask_022):
+    home = tmp_path / "config-first"
+    set_value(home, "vertex.region", "us-central1")
+    assert mode(home) == 0o700
+
+
+def test_a_studys_optuna_database_is_0600(tmp_path, umask_022):
+    from jupyter_gtc.services.tuning.engine import open_storage
+
+    path = tmp_path / "studies" / "s" / "optuna.db"
+    open_storage(path)
+    assert mode(path) == 0o600

@@ -465,11 +465,12 @@ def record_vertex_endpoint(cluster: str, host: str, port: int, token: str, stora
     return endpoint, vertex_local.write_endpoint_file(_clusters().home, endpoint)
 
 
-def start_storage_emulator(host: str = "127.0.0.1", bucket: str | None = None):
-    """A Cloud Storage emulator (gcp-storage-emulator) in this process, serving
+def start_storage_emulator(host: str = "127.0.0.1", bucket: str | None = None, token: str | None = None):
+    """A Cloud Storage emulator (gcp-storage-emulator) in this process, on loopback, serving
     ``<GTC_HOME>/gcs/<bucket>/<object>`` as ``gs://bucket/object``: where the SDK's uploads
-    land and the local Vertex endpoint's jobs find them. Returns (its server, its port)."""
-    return vertex_local.start_storage(gcs_root(), host, bucket)
+    land and the local Vertex endpoint's jobs find them; for this user, or whoever shows
+    ``token`` (an ``Authorization: Bearer`` header). Returns (its server, its port)."""
+    return vertex_local.start_storage(gcs_root(), host, bucket, token)
 
 
 def gcs_root() -> Path:

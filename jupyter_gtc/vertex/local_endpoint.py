@@ -25,17 +25,28 @@ class LocalEndpoint:
 
     @property
     def storage_host(self) -> str:
-        """``STORAGE_EMULATOR_HOST`` for google-cloud-storage (the SDK's uploads)."""
-        return f"http://{self.host}:{self.storage_port}"
+        """``STORAGE_EMULATOR_HOST`` for google-cloud-storage (the SDK's uploads): always on loopback."""
+        return f"http://127.0.0.1:{self.storage_port}"
 
     @property
     def api_endpoint(self) -> str:
-        """What ``aiplatform.init(api_endpoint=...)`` takes: ``http://`` keeps the SDK on plain HTTP."""
-        return f"http://{self.host}:{self.port}/{self.token}"
+        """What ``aiplatform.init(api_endpoint=...)`` takes: ``http://`` keeps the SDK on plain HTTP.
+        No secret: the endpoint knows its own user's calls by their connection (``vertex/guard.py``);
+        anyone else sends the token in a header (``credentials=google.oauth2.credentials.Credentials(token)``)."""
+        return f"http://{_url_host(self.host)}:{self.port}"
 
     def __repr__(self) -> str:  # never the token
-        return (f"LocalEndpoint(cluster={self.cluster!r}, url='http://{self.host}:{self.port}/…', "
-                f"pid={self.process.get('pid')})")
+        return f"LocalEndpoint(cluster={self.cluster!r}, url={self.api_endpoint!r}, pid={self.process.get('pid')})"
+
+
+def _url_host(host: str) -> str:
+    """Where a client on this machine reaches a server listening on ``host``: loopback for a
+    wildcard (so the endpoint can tell its own user's calls), ``[v6]`` in brackets."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
 
 
 def gcs_root(home: Path) -> Path:

@@ -2,20 +2,23 @@
 for ``customJobs`` and ``hyperparameterTuningJobs`` and their operations, answered by
 ``api.vertex_jobs`` and ``api.vertex_tuning_jobs``.
 
-Every path starts with the endpoint's token (``/TOKEN/v1/...``), compared in constant time;
-anything else is 404 without a word on why. It listens on loopback unless told otherwise.
-Errors are Google's (``{"error": {code, message, status}}``) from the error's own class
-(``exceptions.py``). Every request is a line of ``requests.log`` (method, path without the
-token, status, milliseconds): how a test shows that all the SDK's calls came here.
+Who may call it is decided before any body is read (``vertex/guard.py``): its own user on
+this machine, found from the connection itself, with no secret at all; anyone else only
+with its token in an ``Authorization: Bearer`` header (never in the URL, which the SDK puts
+in every error message). Others get 403, a wrong token 401, and the connection is closed
+unread. Bodies are capped (413), a connection times out, and the connections served at
+once are capped. It listens on loopback unless told otherwise. Errors are Google's
+(``{"error": {code, message, status}}``) from the error's own class (``exceptions.py``).
+Every request is a line of ``requests.log`` (method, path, status, milliseconds): how a
+test shows that all the SDK's calls came here.
 
-A thread per request (``ThreadingHTTPServer``): a create runs sbatch, a slow one must not
-hold up another client's poll.
+A thread per connection (``ThreadingHTTPServer``): a create runs sbatch, a slow one must
+not hold up another client's poll.
 """
 
 from __future__ import annotations
 
 import argparse
-import hmac
 import json
 import logging
 import os
@@ -26,12 +29,12 @@ import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from .. import api
 from ..exceptions import GtcError, InvalidArgument, JobNotFound, google_error_body
+from ..vertex.guard import GuardedHandler, GuardedServer
 
 log = logging.getLogger("jupyter_gtc.vertex_endpoint")
 DEFAULT_BUCKET = "local-bucket"  # %gtc_vertex_local's staging bucket, there from the start
@@ -96,9 +99,8 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(GuardedHandler):
     server: "EndpointServer"
-    protocol_version = "HTTP/1.1"  # keep-alive: the SDK's session reuses its connection
 
     def do_GET(self) -> None:
         self._answer("GET")
@@ -110,23 +112,26 @@ class Handler(BaseHTTPRequestHandler):
         self._answer("DELETE")
 
     def _answer(self, method: str) -> None:
-        started = time.monotonic()
+        self._started = time.monotonic()
         url = urllib.parse.urlsplit(self.path)
-        token, _, rest = url.path.lstrip("/").partition("/")
-        shown = "/" + rest  # never the token, in the log or an answer
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if not hmac.compare_digest(token.encode(), self.server.token.encode()):
-            status, answer = 404, google_error_body(404, "NOT_FOUND", "Not Found")
-            shown = "(no token)"
-        else:
-            status, answer = self._route(method, urllib.parse.unquote(rest), url.query, body)
+        if not self.admit():
+            return
+        length = self.body_length()
+        if length is None:
+            return
+        body = self.rfile.read(length)
+        status, answer = self._route(method, urllib.parse.unquote(url.path.lstrip("/")), url.query, body)
         data = json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-        self.server.record(method, shown, status, (time.monotonic() - started) * 1000)
+        self.server.record(method, url.path, status, (time.monotonic() - self._started) * 1000)
+
+    def refused(self, code: int) -> None:
+        started = getattr(self, "_started", time.monotonic())
+        self.server.record(self.command or "?", "(refused)", code, (time.monotonic() - started) * 1000)
 
     def _route(self, method: str, path: str, query: str, body: bytes) -> tuple[int, Any]:
         if path == "healthz":
@@ -155,16 +160,15 @@ class Handler(BaseHTTPRequestHandler):
                                       f"{method} /{path} is not a method the local Vertex endpoint serves")
 
     def log_message(self, format: str, *args: Any) -> None:
-        pass  # requests.log has every request, without the token the request line holds
+        pass  # requests.log has every request
 
 
-class EndpointServer(ThreadingHTTPServer):
-    daemon_threads = True
+class EndpointServer(GuardedServer):
+    what = "Vertex endpoint"
 
     def __init__(self, address: tuple[str, int], endpoint: Endpoint, token: str, request_log: Path):
-        super().__init__(address, Handler)
+        super().__init__(address, Handler, token)
         self.endpoint = endpoint
-        self.token = token
         self.request_log = request_log
         self._log_lock = threading.Lock()
 
@@ -188,14 +192,15 @@ def _json(body: bytes) -> dict[str, Any]:
 def serve(cluster: str, port: int, host: str = "127.0.0.1", token: str | None = None,
           parent_pid: int | None = None, ready: Any = None) -> None:
     """Serve until SIGINT or SIGTERM (or, given ``parent_pid``, until that process is gone)."""
-    token = token or os.environ.get(api.VERTEX_TOKEN_VARIABLE)
+    # Taken out of this process's environment: every job it submits inherits the rest.
+    token = token or os.environ.pop(api.VERTEX_TOKEN_VARIABLE, None)
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
         raise GtcError(f"--host {host}: an endpoint other machines can reach needs a token of your own, in "
                        f"${api.VERTEX_TOKEN_VARIABLE} (a long random one: whoever has it runs jobs as you)")
     token = token or secrets.token_urlsafe(24)
     api.get_cluster(cluster, with_status=False)  # a cluster that does not exist: say so now, not at a job
     server = EndpointServer((host, port), Endpoint(cluster), token, api.vertex_request_log())
-    storage, storage_port = api.start_storage_emulator(host, DEFAULT_BUCKET)
+    storage, storage_port = api.start_storage_emulator("127.0.0.1", DEFAULT_BUCKET, token)  # never beyond loopback
     endpoint, record = api.record_vertex_endpoint(cluster, host, server.server_address[1], token, storage_port)
 
     def stop(*_: Any) -> None:

@@ -9,14 +9,16 @@ import pytest
 from jupyter_gtc.hosts.gcs import GcsHost, gcs_path, gcs_uri
 from jupyter_gtc.services.logs import LogFollower
 from jupyter_gtc.services.vertex_local import start_storage
+from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
 
+TOKEN = "storage-token-for-others-0123456789"
 NAMES = ["plain", "with space", "quote's \"both\"", "$(touch pwned)", "-dash", "ünï"]
 
 
 @pytest.fixture(scope="module")
 def buckets(tmp_path_factory):
     root = tmp_path_factory.mktemp("gcs")
-    server, port = start_storage(root, "127.0.0.1", "b")
+    server, port = start_storage(root, "127.0.0.1", "b", token=TOKEN)
     yield root, port
     server.stop()
 
@@ -94,4 +96,59 @@ def test_a_connection_failure_never_shows_the_local_endpoints_token(tmp_path, mo
                "api_endpoint": f"local:{port}"}
     with pytest.raises(CommandError) as info:
         VertexCommands(runtime, tmp_path, host=None).queue()
-    assert token not in str(info.value) and token not in info.value.stderr and "…" in str(info.value)
+    assert token not in str(info.value) and token not in info.value.stderr
+
+
+# Another local user, as in the attack: uploads (a pickle into a checkpoint folder) and reads.
+AS_ANOTHER_USER = """
+import http.client, json, sys
+port, token = int(sys.argv[1]), sys.argv[2]
+def call(method, path, body=b"", headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    return r.status, r.read().decode(errors="replace")
+upload = "/upload/storage/v1/b/b/o?uploadType=media&name=run1/checkpoints/step-99/states.pt"
+print(json.dumps({
+    "upload": call("POST", upload, b"not a pickle", {"Content-Type": "application/octet-stream"}),
+    "list": call("GET", "/storage/v1/b/b/o"),
+    "wipe": call("GET", "/wipe"),
+    "wrong_token": call("GET", "/storage/v1/b/b/o", headers={"Authorization": "Bearer nope"}),
+    "with_token": call("GET", "/storage/v1/b/b/o", headers={"Authorization": "Bearer " + token}),
+}))
+"""
+
+
+def test_another_local_user_is_refused_and_stores_nothing(buckets, normal_user):
+    import json
+    import sys
+
+    root, port = buckets
+    ran = normal_user.run([sys.executable, "-c", AS_ANOTHER_USER, str(port), TOKEN])
+    assert ran.returncode == 0, ran.stderr
+    got = json.loads(ran.stdout)
+    assert got["upload"][0] == 403 and "Authorization: Bearer" in got["upload"][1], got
+    assert got["list"][0] == 403 and got["wipe"][0] == 403 and got["wrong_token"][0] == 401, got
+    assert not (root / "b" / "run1").exists()
+    assert got["with_token"][0] == 200  # the token lets a caller in that the endpoint cannot look up
+
+
+def test_a_half_sent_request_stalls_no_other_client(host, buckets):
+    import socket
+
+    _, port = buckets
+    stalled = socket.create_connection(("127.0.0.1", port), timeout=60)
+    stalled.sendall(b"POST /upload/storage/v1/b/b/o?uploadType=media&name=half HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Length: 1000\r\n\r\n0123456789")  # 990 bytes never come
+    try:
+        host.write("/gcs/b/while-stalled/x", b"written")  # the client's own timeout: 60 s
+        assert host.read("/gcs/b/while-stalled/x") == b"written"
+    finally:
+        stalled.close()
+
+
+def test_the_emulator_never_listens_beyond_loopback(tmp_path):
+    from jupyter_gtc.exceptions import GtcError
+
+    with pytest.raises(GtcError, match="loopback only, not 0.0.0.0"):
+        start_storage(tmp_path, "0.0.0.0", "b")

@@ -16,6 +16,7 @@ import pytest
 
 from jupyter_gtc import api
 from tests.conftest import sleep_until
+from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slurm
 
@@ -262,12 +263,123 @@ def test_a_pool_with_too_many_replicas_names_the_field(endpoint):
     assert "replica_count" in error["message"] and "6" in error["message"] and "2 nodes" in error["message"]
 
 
-def test_without_the_token_nothing_is_answered(endpoint):
-    url = f"http://{endpoint.host}:{endpoint.port}/v1/projects/p/locations/l/customJobs"
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(url, timeout=30)
-    assert info.value.code == 404
+# Another local user against the endpoint (run as gtc-test): plain calls, a body the size of
+# the attack's announced before it is sent, a token in the header, and idle connections.
+AS_ANOTHER_USER = """
+import http.client, json, socket, sys
+port, token = int(sys.argv[1]), sys.argv[2]
+def call(method, path, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request(method, path, headers=headers or {})
+    r = c.getresponse()
+    return r.status, r.read().decode(errors="replace")
+def announce(length):  # headers only: the answer must come before any of the body
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(("POST /v1/projects/p/locations/l/customJobs HTTP/1.1\\r\\nHost: x\\r\\n"
+               "Content-Length: %s\\r\\n\\r\\n" % length).encode())
+    answer = s.recv(4096).decode(errors="replace")
+    s.close()
+    return int(answer.split()[1])
+jobs = "/v1/projects/p/locations/l/customJobs"
+print(json.dumps({
+    "list": call("GET", jobs), "huge": announce(300 * 2**20), "1e14": announce(10**14),
+    "wrong_token": call("GET", jobs, {"Authorization": "Bearer nope"})[0],
+    "with_token": call("GET", jobs, {"Authorization": "Bearer " + token})[0],
+}), flush=True)
+idle = [socket.create_connection(("127.0.0.1", port), timeout=120) for _ in range(200)]
+print("opened", flush=True)
+sys.stdin.readline()
+closed = 0
+for s in idle:  # the endpoint must close every one: answered 503 at once, or timed out unanswered
+    try:
+        while s.recv(4096):
+            pass
+        closed += 1
+    except OSError:
+        pass
+print(json.dumps({"closed": closed}), flush=True)
+"""
+
+
+def test_another_local_user_is_refused_before_any_body_and_cannot_hold_its_threads(endpoint, aiplatform,
+                                                                                   normal_user):
+    import subprocess
+    import sys
+
+    import psutil
+
+    from jupyter_gtc.vertex.guard import MAX_OTHER_CONNECTIONS
+
+    served = psutil.Process(endpoint.process["pid"])
+    rss_before, threads_before = served.memory_info().rss, served.num_threads()
+    other = subprocess.Popen(["runuser", "-u", normal_user.name, "--", sys.executable, "-c", AS_ANOTHER_USER,
+                              str(endpoint.port), endpoint.token], env=normal_user.env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        got = json.loads(other.stdout.readline() or "{}")
+        assert got["list"][0] == 403 and "Authorization: Bearer" in got["list"][1], got
+        assert (got["huge"], got["1e14"], got["wrong_token"]) == (403, 403, 401), got
+        assert got["with_token"] == 200, got  # the token, in a header, lets in who cannot be looked up
+        assert other.stdout.readline().strip() == "opened"
+        # 200 idle connections of another user hold a few threads at most, and none of the owner's places.
+        assert served.num_threads() <= threads_before + MAX_OTHER_CONNECTIONS + 4, served.num_threads()
+        assert aiplatform.CustomJob.list(filter='display_name="none-such"') == []
+        other.stdin.write("go\n")
+        other.stdin.flush()
+        assert json.loads(other.stdout.readline()) == {"closed": 200}
+    finally:
+        other.kill()
+        other.wait()
+    assert served.memory_info().rss < rss_before + 50 * 2**20  # no body was read
+
+
+def test_a_body_too_large_or_a_length_that_is_no_size_is_refused_unread(endpoint):
+    import socket
+
+    import psutil
+
+    served = psutil.Process(endpoint.process["pid"])
+    rss_before = served.memory_info().rss
+
+    def announce(length: str) -> tuple[int, dict]:
+        with socket.create_connection(("127.0.0.1", endpoint.port), timeout=60) as s:
+            s.sendall(f"POST /v1/projects/p/locations/l/customJobs HTTP/1.1\r\nHost: x\r\n"
+                      f"Content-Length: {length}\r\n\r\n".encode())
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        return int(head.split()[1]), json.loads(body)["error"]
+
+    status, error = announce(str(300 * 2**20))
+    assert status == 413 and str(300 * 2**20) in error["message"] and str(64 * 2**20) in error["message"]
+    assert announce(str(10**14))[0] == 413
+    for bad in ("-1", "1e14", "abc"):
+        status, error = announce(bad)
+        assert status == 400 and repr(bad) in error["message"], (bad, error)
+    assert served.memory_info().rss < rss_before + 50 * 2**20
+
+
+def test_an_sdk_error_shows_no_secret(aiplatform, endpoint):
+    import traceback
+
+    from google.api_core import exceptions
+
+    with pytest.raises(exceptions.NotFound) as info:
+        aiplatform.CustomJob.get("projects/local-project/locations/us-central1/customJobs/1234567890123456789")
+    shown = "".join(traceback.format_exception(info.value))
+    assert f"127.0.0.1:{endpoint.port}/v1/projects" in shown  # the URL is there, as ever in the SDK's errors
+    assert endpoint.token not in shown
     assert endpoint.token not in api.vertex_request_log().read_text()
+
+
+def test_a_custom_jobs_environment_holds_no_token(aiplatform, endpoint):
+    job = aiplatform.CustomJob(display_name="environment", worker_pool_specs=[
+        pool(["python3", "-c", "import json, os; print(json.dumps(dict(os.environ)))"])])
+    job.run()
+    seen = json.loads(our_job(job).logs().splitlines()[-1])
+    assert "CLOUD_ML_JOB_ID" in seen and api.VERTEX_TOKEN_VARIABLE not in seen
+    assert not [k for k, v in seen.items() if endpoint.token in v]
 
 
 def test_gtc_vertex_serve_serves_until_ctrl_c_and_never_prints_its_token(endpoint):

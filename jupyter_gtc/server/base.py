@@ -35,6 +35,11 @@ AUTH_RESOURCE = "gtc"
 # The action for what runs as root on the nodes, as jupyter_server asks "execute" of kernels
 # and terminals: a user who may only "write" may create and scale clusters without scripts.
 EXECUTE = "execute"
+# The most a request of ours carries: a cluster spec with its scripts is a few KB.
+MAX_BODY_BYTES = 1024 * 1024
+# A body up to this size is read before the login is looked at (as tornado reads every body);
+# a bigger one only once the sender is known to be allowed to write.
+MAX_UNCHECKED_BODY_BYTES = 64 * 1024
 
 # Slow work (a scale, a delete) must not hold up the quick reads the sidebar makes meanwhile,
 # nor take the threads other extensions use (the loop's default executor): a pool of our own.
@@ -67,12 +72,41 @@ async def call_on(executor: ThreadPoolExecutor, fn) -> Any:
         raise ApiError(e.http_status, e.kind, str(e)) from e
 
 
+@web.stream_request_body
 class GtcHandler(APIHandler):
     """Base of our REST handlers (``APIHandler``: answers are JSON, writes need the XSRF token
-    when the login is a cookie). Each method is ``@web.authenticated`` then ``@authorized``."""
+    when the login is a cookie). Each method is ``@web.authenticated`` then ``@authorized``.
+
+    A body is read only once its sender is known to be logged in and allowed to write, and only
+    up to ``MAX_BODY_BYTES`` (413 beyond): tornado would otherwise read a body of up to the
+    server's limit (hundreds of MB) before any handler could look at who sent it."""
 
     auth_resource = AUTH_RESOURCE
     call = staticmethod(call)
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        self._body_parts: list[bytes] = []
+        if self.request.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        length = self.request.headers.get("Content-Length")
+        if length is None or not length.isdigit() or int(length) > MAX_UNCHECKED_BODY_BYTES:
+            # Refused unread: the connection then closes (a reset, for the unread bytes), so a
+            # small body, what any client sends, is read and refused by the method's own checks.
+            if self.current_user is None:
+                raise web.HTTPError(403)
+            await self.require("write", "a request with a body")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            raise ApiError(413, "BodyTooLarge", f"Content-Length {length[:20]}: a request body may hold at most "
+                                                f"{MAX_BODY_BYTES} bytes")
+        self.request.connection.set_max_body_size(MAX_BODY_BYTES)  # a chunked body is cut there too
+
+    def data_received(self, chunk: bytes) -> None:
+        self._body_parts.append(chunk)  # at most MAX_BODY_BYTES: the connection stops reading there
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self._body_parts)
 
     async def require(self, action: str, why: str) -> None:
         """403 unless the Authorizer lets this user do ``action`` on our resource too: for what
@@ -93,7 +127,7 @@ class GtcHandler(APIHandler):
 
     def json_body(self) -> dict[str, Any]:
         try:
-            body = json.loads(self.request.body or b"{}")
+            body = json.loads(self.body or b"{}")
         except ValueError as e:
             raise bad_request(f"the request body is not JSON: {e}") from None
         if not isinstance(body, dict):

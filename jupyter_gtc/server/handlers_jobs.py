@@ -23,7 +23,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .. import api
-from .base import GtcHandler
+from .base import EXECUTE, GtcHandler
 
 LOG_LIMIT = 256 * 1024        # bytes per log read, unless the client asks for fewer
 MAX_LOG_LIMIT = 4 * 1024 * 1024
@@ -58,6 +58,8 @@ class JobActionHandler(GtcHandler):
     @web.authenticated
     @authorized
     async def post(self, cluster: str, ref: str, action: str):
+        if action == "requeue":  # its stored script runs again on the nodes, as its user
+            await self.require(EXECUTE, "a requeue runs the job's script again")
         self.write_json(await self.call(lambda: job_json(ACTIONS[action](ref, cluster))))
 
 

@@ -21,7 +21,7 @@ from tornado import web
 
 from .. import api
 from ..services.tuning.study import FINISHED_STUDY_STATES
-from .base import GtcHandler
+from .base import EXECUTE, GtcHandler
 
 
 def study_json(study: api.Study, whole: bool = False) -> dict[str, Any]:
@@ -77,6 +77,9 @@ class StudyActionHandler(GtcHandler):
     @web.authenticated
     @authorized
     async def post(self, name: str, action: str):
+        if action == "resume":  # it submits trials: the study's stored script runs on the nodes
+            await self.require(EXECUTE, "resuming a study runs its trials' script")
+
         def act() -> dict[str, Any]:
             study = api.get_study(name)
             study.stop() if action == "stop" else study.resume()

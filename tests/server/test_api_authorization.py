@@ -149,3 +149,46 @@ def _delete_when_idle(server, name: str) -> None:
         wait_for(lambda: not [op for op in ok(server, "GET", "operations")["operations"]
                               if op["cluster"] == name and op["state"] == "RUNNING"], timeout=180)
         api.delete_cluster(name)
+
+
+# -- bodies: read only from a sender who may write, and only so much ------------------------
+
+def test_a_body_is_not_read_before_the_login_and_is_bounded(authz_server, policy):
+    """A write without a login, or by a user who may not write, is refused before its body
+    is read (the review sent 300 MiB without a token); a logged-in writer's body is capped."""
+    import socket
+
+    from jupyter_gtc.server.base import MAX_BODY_BYTES
+
+    def send_headers_only(length: int, token: bool) -> bytes:
+        """Headers announcing ``length`` bytes, and none of them: the answer must come anyway."""
+        with socket.create_connection(("127.0.0.1", authz_server.port), timeout=30) as conn:
+            auth = f"Authorization: token {authz_server.token}\r\n" if token else ""
+            conn.sendall(f"POST /gtc/api/clusters HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Cookie: _xsrf=f\r\n"
+                         f"X-XSRFToken: f\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n".encode())
+            return conn.recv(65536)
+
+    assert send_headers_only(300 * 1024 * 1024, token=False).startswith(b"HTTP/1.1 403")
+    policy("write")
+    assert send_headers_only(300 * 1024 * 1024, token=True).startswith(b"HTTP/1.1 403")
+    policy()
+    too_big = send_headers_only(MAX_BODY_BYTES + 1, token=True)
+    assert too_big.startswith(b"HTTP/1.1 413") and b"at most" in too_big
+    status, _, body = answer(authz_server, "POST", "gtc/api/clusters", body=b"{}")
+    assert status == 400 and "spec" in body["message"]  # a small body is read as before
+
+
+def test_requeue_and_resume_run_stored_scripts_so_they_need_execute(authz_server, policy, slurm_available):
+    """A user who may "write" but not "execute" could requeue a job or resume a study: both run
+    scripts stored earlier on the nodes, as a scale runs a spec's. Now they ask "execute"."""
+    cluster = api.create_cluster(small_gpu_spec("azrequeue", nodes=1))
+    try:
+        job = api.submit_job(cluster.name, "sleep 300", ["--requeue"])
+        policy("execute")
+        for path in (f"gtc/api/jobs/{cluster.name}/{job.id}/requeue", "gtc/api/studies/none/resume"):
+            status, _, body = answer(authz_server, "POST", path)
+            assert status == 403 and "not authorized to execute" in body["message"], (path, body)
+        status, _, body = answer(authz_server, "POST", f"gtc/api/jobs/{cluster.name}/{job.id}/hold")
+        assert status == 200, body  # what runs nothing new still needs only "write"
+    finally:
+        api.delete_cluster(cluster.name)

@@ -1,27 +1,37 @@
-"""A local cluster's accounting database, when its spec asks for one
-(``orchestrator_spec.slurm_spec.accounting``): slurmdbd, over a MariaDB of the cluster's own,
-so that ``sacct``, ``sacctmgr`` and ``sreport`` work on it as on a site's cluster, and finished
-jobs are remembered after slurmctld forgets them (its ``MinJobAge``).
+"""A local cluster's accounting database (``orchestrator_spec.slurm_spec.accounting``, on by
+default): slurmdbd, so that ``sacct``, ``sacctmgr`` and ``sreport`` work on it as on a site's
+cluster, and finished jobs are remembered after slurmctld forgets them (its ``MinJobAge``).
+Without it, sacct-based tools (submitit, dask-jobqueue) see every job's state as UNKNOWN.
 
-Nothing of the machine's own is touched: no system service, no ``/var/lib/mysql``. Under the
-cluster's folder:
+One MariaDB serves every cluster of a GTC_HOME: started by the first create that needs it,
+stopped when the last cluster using it is deleted. Nothing of the machine's own is touched
+(no system service, no ``/var/lib/mysql``). Under ``<GTC_HOME>/accounting/`` (0700):
 
-    db/                   MariaDB's data (made by mariadb-install-db at the cluster's creation)
-    run/mysqld.sock       MariaDB's socket, through which the cluster's user sets the
-                          database's password for slurmdbd (unix_socket login: no password)
-    etc/slurmdbd.conf     0600: the only place that password is written (a new one at every start)
-    log/mariadbd.log, log/slurmdbd.log
+    db/                   MariaDB's data (made by mariadb-install-db at its first start)
+    run/mysqld.sock       its socket, through which this user sets each cluster's database
+                          password (unix_socket login: no password); run/mariadbd.json its record
+    clusters/<name>       one file per cluster using it; the database stops when none is left
+    lock                  held while a create or a delete joins or leaves (flock)
+    db.json               its port (127.0.0.1 only)
 
-MariaDB listens on 127.0.0.1 only; slurmdbd where slurmctld listens, so that a login node's
+Each cluster keeps a slurmdbd of its own (clusters have different munge keys, and slurmdbd
+trusts one), with its own database (``acct_<name>``) and its own MariaDB user, whose
+password is new at every start of that slurmdbd and written only in the cluster's
+``etc/slurmdbd.conf`` (0600). slurmdbd listens where slurmctld does, so that a login node's
 ``sacct`` reaches it as Slurm's other commands reach slurmctld.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
+import json
 import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,69 +42,135 @@ from ..slurm.render import AccountingLayout, render_slurmdbd_conf
 from . import daemons
 
 DB_LABEL, DBD_LABEL = "mariadbd", "slurmdbd"
-# Program -> Debian package that provides it (needed only by clusters that ask for accounting).
+# Program -> Debian package that provides it (needed only by clusters that keep accounting).
 REQUIRED_PROGRAMS = {"mariadbd": "mariadb-server", "mariadb-install-db": "mariadb-server",
                      "mariadb": "mariadb-client", "slurmdbd": "slurmdbd", "sacctmgr": "slurm-client"}
 READY_TIMEOUT = 60.0
-# Small on purpose: a cluster's accounting holds a few thousand rows, and the defaults would
-# take 128 MB of memory and 100 MB of redo log per cluster.
+# Small on purpose: a GTC_HOME's accounting holds a few thousand rows, and the defaults would
+# take 128 MB of memory and 100 MB of redo log.
 DB_SIZES = ["--innodb-buffer-pool-size=16M", "--innodb-log-file-size=4M"]
+DB_SPEED = ["--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0"]
 
 
 def missing_packages(path: str) -> list[str]:
     return sorted({pkg for prog, pkg in REQUIRED_PROGRAMS.items() if shutil.which(prog, path=path) is None})
 
 
-def layout(root: Path, runtime: dict[str, Any], dbd_addr: str, slurm_user: str, munge_socket: Path) -> AccountingLayout:
-    """The cluster's accounting layout; its ports are chosen once and kept in ``runtime``."""
+def layout(root: Path, cluster: str, runtime: dict[str, Any], dbd_addr: str, slurm_user: str,
+           munge_socket: Path) -> AccountingLayout:
+    """The cluster's accounting layout; its slurmdbd's port is chosen once and kept in
+    ``runtime``. MariaDB's port is the shared database's, filled in by ``start``."""
     ports = runtime.get("accounting")
     if not ports:
-        db_port, dbd_port = free_ports(2)
-        ports = runtime["accounting"] = {"db_port": db_port, "dbd_port": dbd_port}
+        ports = runtime["accounting"] = {"dbd_port": free_ports(1)[0]}
+    plain = cluster.replace("-", "_")  # names hold no "_": one name, one database
     return AccountingLayout(root=root, dbd_host=runtime["hostname"], dbd_addr=dbd_addr, dbd_port=ports["dbd_port"],
-                            db_port=ports["db_port"], slurm_user=slurm_user, munge_socket=munge_socket)
+                            db_port=0, slurm_user=slurm_user, munge_socket=munge_socket,
+                            db_user=f"slurm_{plain}", db_name=f"acct_{plain}")
 
 
-def start(acct: AccountingLayout, cluster: str, env: dict[str, str], progress) -> None:
-    """Start MariaDB and slurmdbd where they do not run, and register the cluster. Before
-    slurmctld starts: it sends its records to slurmdbd from its first job on."""
+def start(acct: AccountingLayout, home: Path, cluster: str, env: dict[str, str], progress) -> None:
+    """Join the GTC_HOME's database (starting it where none runs) and start the cluster's
+    slurmdbd where it does not run. Before slurmctld starts: a slurmctld that finds no
+    slurmdbd at its first start has no TRES and stops."""
     root, run = acct.root, acct.root / "run"
-    if daemons.find(DB_LABEL, run) is None:
-        progress("starting the accounting database (MariaDB)")
-        _start_database(acct, env)
-    if daemons.find(DBD_LABEL, run) is None:
-        progress("starting slurmdbd")
-        password = secrets.token_urlsafe(24)
-        _sql(acct, env, f"CREATE USER IF NOT EXISTS '{acct.db_user}'@'127.0.0.1'; "
-                        f"ALTER USER '{acct.db_user}'@'127.0.0.1' IDENTIFIED BY '{password}'; "
-                        f"GRANT ALL ON {acct.db_name}.* TO '{acct.db_user}'@'127.0.0.1';")
-        conf = root / "etc" / "slurmdbd.conf"
-        conf.unlink(missing_ok=True)
-        # Made 0600 from the start (the password is never readable by others, even for an
-        # instant); slurmdbd refuses a config anyone else may read.
-        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(render_slurmdbd_conf(acct, password))
-        daemons.start(DBD_LABEL, ["slurmdbd", "-D"], run, root / "log" / "slurmdbd.out", env, plain=_plain())
-        _wait(lambda: _sacctmgr(env, "-n", "list", "cluster", check=False).returncode == 0,
-              f"slurmdbd did not answer within {READY_TIMEOUT:.0f} s", root / "log" / "slurmdbd.log")
-    # slurmctld registers with slurmdbd only as a cluster slurmdbd knows.
-    found = _sacctmgr(env, "-n", "-P", "list", "cluster", "format=cluster").stdout.split()
-    if cluster not in found:
-        _sacctmgr(env, "-i", "add", "cluster", cluster)
+    if daemons.find(DBD_LABEL, run) is not None:
+        return
+    # slurmctld has saved nothing yet: job ids start again at 1, so whatever a database of
+    # that name holds (a cluster of the same name whose delete died) is another cluster's.
+    fresh = not any((root / "state").iterdir())
+    acct = dataclasses.replace(acct, db_port=join(home, cluster, acct.slurm_user, env, progress))
+    progress("starting slurmdbd")
+    password = secrets.token_urlsafe(24)
+    _sql(home, acct.slurm_user, env,
+         (f"DROP DATABASE IF EXISTS {acct.db_name}; " if fresh else "")
+         + f"CREATE USER IF NOT EXISTS '{acct.db_user}'@'127.0.0.1'; "
+           f"ALTER USER '{acct.db_user}'@'127.0.0.1' IDENTIFIED BY '{password}'; "
+           f"GRANT ALL ON {acct.db_name}.* TO '{acct.db_user}'@'127.0.0.1';")
+    conf = root / "etc" / "slurmdbd.conf"
+    conf.unlink(missing_ok=True)
+    # Made 0600 from the start (the password is never readable by others, even for an
+    # instant); slurmdbd refuses a config anyone else may read.
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(render_slurmdbd_conf(acct, password))
+    daemons.start(DBD_LABEL, ["slurmdbd", "-D"], run, root / "log" / "slurmdbd.out", env, plain=_plain())
+    # slurmctld registers with slurmdbd only as a cluster slurmdbd knows; sacctmgr fails until
+    # slurmdbd answers.
+    _wait(lambda: _sacctmgr(env, "-i", "add", "cluster", cluster, check=False).returncode == 0
+          or cluster in _sacctmgr(env, "-n", "-P", "list", "cluster", "format=cluster", check=False).stdout.split(),
+          f"slurmdbd did not answer within {READY_TIMEOUT:.0f} s", root / "log" / "slurmdbd.log")
 
 
 def stop(run: Path) -> None:
-    """Stop slurmdbd, then MariaDB (after slurmctld: it sends its last records on its way out)."""
+    """Stop the cluster's slurmdbd (after slurmctld: it sends its last records on its way out).
+    (A MariaDB in the cluster's own folder is one of a cluster made before they were shared.)"""
     daemons.stop(DBD_LABEL, run, grace=10)
-    daemons.stop(DB_LABEL, run, grace=20)  # SIGTERM: InnoDB shuts down cleanly
+    daemons.stop(DB_LABEL, run, grace=20)
 
 
-def _start_database(acct: AccountingLayout, env: dict[str, str]) -> None:
-    root, run = acct.root, acct.root / "run"
-    datadir, sock = root / "db", run / "mysqld.sock"
+def leave(acct: AccountingLayout, home: Path, cluster: str, env: dict[str, str]) -> None:
+    """The cluster is gone: drop its database and user, and stop the database if no other
+    cluster of ``home`` uses it."""
+    folder = _folder(home)
+    if not folder.is_dir():
+        return
+    with _locked(folder):
+        if daemons.find(DB_LABEL, folder / "run") is not None:
+            # (check=False: root deleting another user's cluster cannot log in as that user.)
+            _sql(home, acct.slurm_user, env, f"DROP DATABASE IF EXISTS {acct.db_name}; "
+                                             f"DROP USER IF EXISTS '{acct.db_user}'@'127.0.0.1';", check=False)
+        (folder / "clusters" / cluster).unlink(missing_ok=True)
+        if not _users(home):
+            daemons.stop(DB_LABEL, folder / "run", grace=20)  # SIGTERM: InnoDB shuts down cleanly
+
+
+def join(home: Path, cluster: str, user: str, env: dict[str, str], progress) -> int:
+    """Count ``cluster`` among the database's users, start the database if it does not run,
+    and return its port. Under the lock: two creates at once start one database."""
+    folder = _folder(home)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with _locked(folder):
+        (folder / "clusters").mkdir(mode=0o700, exist_ok=True)
+        (folder / "clusters" / cluster).touch(mode=0o600)
+        if daemons.find(DB_LABEL, folder / "run") is None:
+            progress("starting the accounting database (MariaDB), shared by this GTC_HOME's clusters")
+            _start_database(home, user, env)
+        return json.loads((folder / "db.json").read_text())["port"]
+
+
+def _folder(home: Path) -> Path:
+    return home / "accounting"
+
+
+def _users(home: Path) -> list[str]:
+    """The clusters counted as the database's users, less those whose folder has gone (a
+    delete that died after removing it)."""
+    marks = _folder(home) / "clusters"
+    found = sorted(p.name for p in marks.iterdir()) if marks.is_dir() else []
+    for name in [n for n in found if not (home / "clusters" / n).is_dir()]:
+        (marks / name).unlink(missing_ok=True)
+        found.remove(name)
+    return found
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _start_database(home: Path, user: str, env: dict[str, str]) -> None:
+    folder = _folder(home)
+    datadir, run, log = folder / "db", folder / "run", folder / "log"
+    for sub in (run, log):
+        sub.mkdir(mode=0o700, exist_ok=True)
     # Root's mariadbd must be told to stay root; a normal user's runs as that user anyway.
-    as_user = [f"--user={acct.slurm_user}"] if os.geteuid() == 0 else []
+    as_user = [f"--user={user}"] if os.geteuid() == 0 else []
     if not (datadir / "mysql").is_dir():
         shutil.rmtree(datadir, ignore_errors=True)  # a half-made one, from a create that died
         try:
@@ -102,14 +178,18 @@ def _start_database(acct: AccountingLayout, env: dict[str, str]) -> None:
                           "--auth-root-authentication-method=socket", *DB_SIZES], timeout=120, env=env)
         except CommandError as e:
             raise ClusterStartError(f"could not make the accounting database in {datadir}: {e}") from None
+    sock = run / "mysqld.sock"
     sock.unlink(missing_ok=True)
+    port = free_ports(1, "127.0.0.1")[0]
+    (folder / "db.json").write_text(json.dumps({"port": port}))
     daemons.start(DB_LABEL, ["mariadbd", "--no-defaults", f"--datadir={datadir}", *as_user, f"--socket={sock}",
-                             f"--port={acct.db_port}", "--bind-address=127.0.0.1", "--skip-name-resolve",
+                             f"--port={port}", "--bind-address=127.0.0.1", "--skip-name-resolve",
                              "--skip-log-bin", f"--pid-file={run / 'mariadbd.pid'}",
-                             f"--log-error={root / 'log' / 'mariadbd.log'}", *DB_SIZES],
-                  run, root / "log" / "mariadbd.out", env, plain=_plain())
-    _wait(lambda: _sql(acct, env, "SELECT 1", check=False).returncode == 0,
-          f"MariaDB did not answer within {READY_TIMEOUT:.0f} s", root / "log" / "mariadbd.log")
+                             *DB_SPEED,
+                             f"--log-error={log / 'mariadbd.log'}", *DB_SIZES],
+                  run, log / "mariadbd.out", env, plain=_plain())
+    _wait(lambda: _sql(home, user, env, "SELECT 1", check=False).returncode == 0,
+          f"MariaDB did not answer within {READY_TIMEOUT:.0f} s", log / "mariadbd.log")
 
 
 def _plain() -> bool:
@@ -118,11 +198,11 @@ def _plain() -> bool:
     return os.geteuid() != 0
 
 
-def _sql(acct: AccountingLayout, env: dict[str, str], statements: str, check: bool = True) -> _process.Result:
-    """Run SQL as the cluster's user over the socket (unix_socket login). The statements go on
-    standard input, never on a command line that ``ps`` shows."""
-    return _process.run(["mariadb", "--no-defaults", f"--socket={acct.root / 'run' / 'mysqld.sock'}",
-                         f"--user={acct.slurm_user}"], input=statements, timeout=30, env=env, check=check)
+def _sql(home: Path, user: str, env: dict[str, str], statements: str, check: bool = True) -> _process.Result:
+    """Run SQL as ``user`` over the shared database's socket (unix_socket login). The statements
+    go on standard input, never on a command line that ``ps`` shows."""
+    return _process.run(["mariadb", "--no-defaults", f"--socket={_folder(home) / 'run' / 'mysqld.sock'}",
+                         f"--user={user}"], input=statements, timeout=30, env=env, check=check)
 
 
 def _sacctmgr(env: dict[str, str], *args: str, check: bool = True) -> _process.Result:
@@ -130,7 +210,7 @@ def _sacctmgr(env: dict[str, str], *args: str, check: bool = True) -> _process.R
 
 
 def _wait(ready, message: str, log: Path) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
+    deadline, delay = time.monotonic() + READY_TIMEOUT, 0.02
     while not ready():
         if time.monotonic() > deadline:
             try:
@@ -138,4 +218,5 @@ def _wait(ready, message: str, log: Path) -> None:
             except OSError:
                 tail = "(no log)"
             raise ClusterStartError(f"{message}; the end of {log}:\n{tail}")
-        time.sleep(0.3)
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.3)

@@ -105,11 +105,6 @@ class LocalBackend(Backend):
         if spec.local.network == "namespaces" and shutil.which("ip") is None:
             raise SpecErrors([SpecError("local.network", "namespaces",
                                         "it needs the `ip` program (apt-get install -y iproute2); or use host")])
-        missing = accounting.missing_packages(daemon_path()) if spec.slurm.accounting is not None else []
-        if missing:
-            raise SpecErrors([SpecError("orchestrator_spec.slurm_spec.accounting", spec.slurm.accounting.model_dump(),
-                                        f"it needs slurmdbd and MariaDB: apt-get install -y {' '.join(missing)}; "
-                                        "or leave accounting out")])
         errors = storage.check(spec, storage.protected_paths(self.home))
         if os.geteuid() != 0 and not errors:
             errors = self._check_spec_as_user(spec)
@@ -152,6 +147,12 @@ class LocalBackend(Backend):
                     if getattr(pool, name):
                         found.append(NotApplied(f"{at}.{name}", "the login pool is this machine, which the "
                                                 "local backend never changes (no script runs, nothing is mounted)"))
+        missing = accounting.missing_packages(daemon_path()) if spec.slurm.accounting.enabled else []
+        if missing:  # on by default, so not a reason to refuse a cluster
+            found.append(NotApplied("orchestrator_spec.slurm_spec.accounting",
+                                    f"it needs slurmdbd and MariaDB (apt-get install -y {' '.join(missing)}); without "
+                                    "them sacct says accounting storage is disabled, and sacct-based tools "
+                                    "(submitit) see every job's state as UNKNOWN"))
         if spec.network is not None:
             found.append(NotApplied("network", "nodes use this machine's network (local.network)"))
         if spec.runtime_spec is not None and spec.runtime_spec.service_account is not None:
@@ -188,6 +189,8 @@ class LocalBackend(Backend):
             runtime["network"] = {"cluster_id": net.cluster_id, "subnet": net.subnet}
             progress(f"created bridge {net.bridge} ({net.gateway}/24)")
         _write_munge_key(root)
+        if spec.slurm.accounting.enabled and not accounting.missing_packages(daemon_path()):
+            self._accounting_layout(spec.name, runtime)  # from here on, runtime says it keeps accounting
         self._apply(spec, runtime, progress, restart_controller=False)
 
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
@@ -221,7 +224,9 @@ class LocalBackend(Backend):
         root = Path(runtime.get("dir") or self.home / "clusters" / spec.name)
         runtime = {**runtime, "dir": str(root)}  # a create killed before it recorded the folder
         run = root / "run"
-        daemons.stop(supervisor.LABEL, run)  # first: the nodes stopping below are no crashes
+        # First: the nodes stopping below are no crashes. SIGTERM, which it dies of at once: one
+        # killed outright may stay a zombie for a while (reparented), which the stop waits for.
+        daemons.stop(supervisor.LABEL, run, grace=5)
         if daemons.find("slurmctld", run):
             progress("cancelling jobs")
             self._cancel_all(runtime)
@@ -231,6 +236,9 @@ class LocalBackend(Backend):
         progress("stopping slurmctld and munged")
         daemons.stop("slurmctld", run)
         accounting.stop(run)
+        if _keeps_accounting(runtime):
+            accounting.leave(self._accounting_layout(spec.name, runtime), self.home, spec.name,
+                             {"PATH": daemon_path()})
         daemons.stop("munged", run, grace=2)
         daemons.stop_unrecorded(run)
         net = _net(runtime)
@@ -253,7 +261,7 @@ class LocalBackend(Backend):
                    "slurm_conf": str(Path(runtime["dir"]) / "etc" / "slurm.conf"),
                    "gpu_backing": runtime.get("gpu_backing", "none"),
                    "runs_as": (runtime.get("user") or {}).get("name", "root")}
-        if spec.slurm.accounting is not None:
+        if _keeps_accounting(runtime):
             details["accounting"] = "slurmdbd (sacct)"
         mounts = storage.describe(spec, Path(runtime["dir"]))
         if mounts:
@@ -309,8 +317,8 @@ class LocalBackend(Backend):
         for name in sorted(running - set(wanted)):
             progress(f"stopping node {name}")
             _stop_node(root, net, slots, name)
-        if spec.slurm.accounting is not None:
-            accounting.start(self._accounting_layout(runtime), spec.name, env, progress)
+        if _keeps_accounting(runtime):
+            accounting.start(self._accounting_layout(spec.name, runtime), self.home, spec.name, env, progress)
         if daemons.find("slurmctld", run) is None:
             progress("starting slurmctld")
             daemons.start("slurmctld", ["slurmctld", "-D", "-i"], run, root / "log" / "slurmctld.out", env)
@@ -362,8 +370,9 @@ class LocalBackend(Backend):
         net = _net(runtime)
         scheduling = spec.slurm.scheduling
         extra = scheduling.slurm_conf() if scheduling else {}
-        if spec.slurm.accounting is not None:
-            extra.update(accounting_slurm_conf(self._accounting_layout(runtime)), **spec.slurm.accounting.slurm_conf())
+        if _keeps_accounting(runtime):
+            extra.update(accounting_slurm_conf(self._accounting_layout(spec.name, runtime)),
+                         **spec.slurm.accounting.slurm_conf())
         layout = SlurmLayout(
             cluster_name=spec.name, root=root, controller_host=runtime["hostname"],
             controller_addr=net.gateway if net else "127.0.0.1", controller_port=runtime["controller_port"],
@@ -386,9 +395,9 @@ class LocalBackend(Backend):
                 sys.executable, etc / "slurm.conf", root / "faults", root / "health", (str(self.home / "jobs"),)))
             (etc / "health_check.sh").chmod(0o755)
 
-    def _accounting_layout(self, runtime: dict[str, Any]) -> AccountingLayout:
+    def _accounting_layout(self, name: str, runtime: dict[str, Any]) -> AccountingLayout:
         net = _net(runtime)
-        return accounting.layout(Path(runtime["dir"]), runtime, net.gateway if net else "127.0.0.1",
+        return accounting.layout(Path(runtime["dir"]), name, runtime, net.gateway if net else "127.0.0.1",
                                  _owner(runtime)["name"], Path(runtime["munge_socket_dir"]) / "munge.socket")
 
     def _node_decl(self, pool: NodePool, name: str, spec: ClusterSpec, runtime: dict[str, Any]) -> NodeDecl:
@@ -508,8 +517,10 @@ class LocalBackend(Backend):
                                         + _tail(root / "log" / "slurmctld.out"))
             return commands.ping()
 
+        # Looked at often: slurmctld answers from 0.1 s (no accounting) to a second (it loads
+        # associations from slurmdbd first), and every create waits here.
         _wait_for(up, READY_TIMEOUT, lambda: ClusterStartError(
-            "slurmctld did not answer within 60 s:\n" + _tail(root / "log" / "slurmctld.log")))
+            "slurmctld did not answer within 60 s:\n" + _tail(root / "log" / "slurmctld.log")), longest=0.1)
 
     def _wait_ready(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         self._wait_controller(runtime)
@@ -696,6 +707,12 @@ def _stop_node(root: Path, net: netns.ClusterNet | None, slots: dict[str, int], 
 BACKEND_FAULTS = ("crash", "partition")  # made by the backend, not read by the checks (FAULTS)
 
 
+def _keeps_accounting(runtime: dict[str, Any]) -> bool:
+    """Whether the cluster has slurmdbd: decided at its create (the spec, and whether slurmdbd
+    and MariaDB are installed), and kept in ``runtime`` from then on."""
+    return bool(runtime.get("accounting"))
+
+
 def _net(runtime: dict[str, Any]) -> netns.ClusterNet | None:
     info = runtime.get("network")
     return netns.ClusterNet(info["cluster_id"], info["subnet"]) if info else None
@@ -830,14 +847,14 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _wait_for(check, timeout: float, error) -> None:
+def _wait_for(check, timeout: float, error, longest: float = 0.5) -> None:
     deadline = time.monotonic() + timeout
     delay = 0.05
     while not check():
         if time.monotonic() > deadline:
             raise error()
         time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
+        delay = min(delay * 1.5, longest)
 
 
 def _up(node: NodeStatus) -> bool:

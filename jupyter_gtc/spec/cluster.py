@@ -150,10 +150,14 @@ ENFORCE_WORDS = ("associations", "limits", "nojobs", "nosteps", "qos", "safe", "
 
 
 class Accounting(_Model):
-    """Slurm's accounting database (slurmdbd): with it, ``sacct``, ``sacctmgr`` and ``sreport``
-    work and finished jobs are remembered after slurmctld forgets them. ``accounting: {}``
-    asks for it with Slurm's defaults."""
+    """Slurm's accounting database (slurmdbd), on by default: with it, ``sacct``, ``sacctmgr``
+    and ``sreport`` work and finished jobs are remembered after slurmctld forgets them; without
+    it, sacct-based tools (submitit, dask-jobqueue) see every job's state as UNKNOWN.
+    ``accounting: {enabled: false}`` turns it off (``accounting: null`` too)."""
 
+    enabled: bool = True
+    """False: no slurmdbd (a local cluster then needs no MariaDB, and starts about a second
+    sooner); ``sacct`` answers that accounting storage is disabled."""
     accounting_storage_enforce: str | None = None
     """slurm.conf's ``AccountingStorageEnforce``, comma-separated: associations, limits, qos,
     safe, wckeys, nojobs, nosteps or all (``associations,limits``). Jobs of a user without an
@@ -182,8 +186,15 @@ class SlurmSpec(_Model):
     """A Filestore (or Lustre) instance's resource name, mounted at /home on every node."""
     prolog_bash_scripts: list[str] = []
     epilog_bash_scripts: list[str] = []
-    accounting: Accounting | None = None
+    accounting: Accounting = Accounting()
     scheduling: Scheduling | None = None
+
+    @field_validator("accounting", mode="before")
+    @classmethod
+    def _accounting_off(cls, value: Any) -> Any:
+        """``accounting: null`` is off, as ``{enabled: false}`` is (which is how it is stored:
+        the stored JSON leaves nulls out, and a missing ``accounting`` is on)."""
+        return {"enabled": False} if value is None else value
 
 
 class OrchestratorSpec(_Model):
@@ -213,11 +224,12 @@ class LocalOptions(_Model):
     """Seconds between runs of the node health checks (Slurm's ``HealthCheckInterval``; 0, as
     Slurm's default, runs none). A failed check drains the node with the check as its reason;
     a pass resumes a node only a failed check drained."""
-    supervisor: bool = False
-    """Run the cluster's supervisor (``backends/supervisor.py``): a node whose slurmd crashed
-    is set DOWN within a second, so its ``--requeue`` jobs run again on the other nodes at
-    once; a node a health check drained has its jobs requeued; then each goes up the ladder
-    (restart, reimage, replace, give up: ``health/ladder.py``), each step in ``cluster.events()``."""
+    supervisor: bool = True
+    """Run the cluster's supervisor (``backends/supervisor.py``; on by default, ``supervisor:
+    false`` leaves failures to Slurm alone): a node whose slurmd crashed is set DOWN within a
+    second, so its ``--requeue`` jobs run again on the other nodes at once; a node a health
+    check drained has its jobs requeued; then each goes up the ladder (restart, reimage,
+    replace, give up: ``health/ladder.py``), each step in ``cluster.events()``."""
     slurmd_timeout: int = Field(default=30, ge=5, le=65533)
     """Slurm's ``SlurmdTimeout``: seconds a silent node has before slurmctld sets it DOWN and
     requeues its jobs. Slurm's default is 300; local clusters take 30. The supervisor sees a

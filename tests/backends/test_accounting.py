@@ -1,6 +1,7 @@
-"""A local cluster that keeps accounting (``slurm_spec.accounting``): slurmdbd over a MariaDB
-of its own, so Slurm's accounting tools work on it as on a site's cluster, and an attached
-cluster with accounting tells how a job ended after slurmctld has forgotten it (``sacct``)."""
+"""A local cluster keeps accounting by default (``slurm_spec.accounting``): its own slurmdbd,
+over one MariaDB shared by the clusters of a GTC_HOME, so Slurm's accounting tools work on it
+as on a site's cluster, and an attached cluster with accounting tells how a job ended after
+slurmctld has forgotten it (``sacct``)."""
 
 from __future__ import annotations
 
@@ -25,14 +26,29 @@ NAME = "acct"
 
 @pytest.fixture(scope="module")
 def cluster(slurm_available):
-    spec = small_gpu_spec(NAME, nodes=2)
-    spec["orchestratorSpec"]["slurmSpec"]["accounting"] = {}
-    made = api.create_cluster(spec)
+    made = api.create_cluster(small_gpu_spec(NAME, nodes=2))  # no `accounting` key: on by default
     yield made
     run = Path(made.runtime["dir"]) / "run"
     api.delete_cluster(NAME)
-    # Nothing of the accounting is left: its daemons went with the cluster.
+    # Nothing of the accounting is left: its daemons went with the cluster, and the database
+    # with the last cluster of this GTC_HOME.
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(run) in " ".join(p.info["cmdline"] or [])]
+    if not api.list_clusters(with_status=False):
+        assert not _databases()
+
+
+def _databases() -> list[psutil.Process]:
+    """The MariaDB servers of this session's GTC_HOME."""
+    datadir = f"--datadir={Path(os.environ['GTC_HOME']) / 'accounting' / 'db'}"
+    return [p for p in psutil.process_iter(["cmdline"])
+            if (p.info["cmdline"] or [""])[0].endswith("mariadbd") and datadir in p.info["cmdline"]]
+
+
+def _schemas() -> list[str]:
+    home = Path(os.environ["GTC_HOME"])
+    out = subprocess.run(["mariadb", "--no-defaults", f"--socket={home / 'accounting' / 'run' / 'mysqld.sock'}",
+                          "-N", "-e", "SHOW DATABASES"], capture_output=True, text=True, check=True, timeout=30)
+    return out.stdout.split()
 
 
 def _sacct(cluster_name: str, job_id: str) -> list[str]:
@@ -67,6 +83,36 @@ def test_the_databases_password_is_written_in_slurmdbd_conf_alone(cluster):
     assert password not in json.dumps(api.get_cluster(NAME).runtime)
     for proc in psutil.process_iter(["cmdline"]):
         assert password not in " ".join(proc.info["cmdline"] or [])
+
+
+def test_clusters_of_one_home_share_one_database_each_with_its_own_schema_dropped_at_delete(cluster):
+    [database] = _databases()
+    other = api.create_cluster(small_gpu_spec("acct-2", nodes=1))
+    try:
+        assert _databases() == [database]  # joined the running one
+        assert {"acct_acct", "acct_acct_2"} <= set(_schemas())
+        job = api.submit_job(other.name, "#!/bin/bash\nexit 0\n").wait(timeout=120)
+        assert sleep_until(lambda: _sacct(other.name, job.id) == [f"{job.id}|COMPLETED|0:0"]), _sacct(other.name, job.id)
+        conf = (Path(other.runtime["dir"]) / "etc" / "slurmdbd.conf").read_text()
+        assert "StorageLoc=acct_acct_2\n" in conf and "StorageUser=slurm_acct_2\n" in conf
+    finally:
+        api.delete_cluster(other.name)
+    assert _databases() == [database] and "acct_acct_2" not in _schemas()  # the first cluster still uses it
+
+
+def test_accounting_off_runs_no_slurmdbd_and_sacct_says_so():
+    spec = small_gpu_spec("noacct", nodes=1)
+    spec["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": False}
+    made = api.create_cluster(spec)
+    try:
+        assert "accounting" not in made.status.details
+        assert not (Path(made.runtime["dir"]) / "etc" / "slurmdbd.conf").exists()
+        assert "accounting storage is disabled" in slurm("noacct", "sacct", "-n", check=False).stderr.lower()
+        # `accounting: null` is off too, and stored as {enabled: false} (stored specs leave nulls out).
+        spec["orchestratorSpec"]["slurmSpec"]["accounting"] = None
+        assert parse_cluster_spec(parse_cluster_spec(spec).to_json()).slurm.accounting.enabled is False
+    finally:
+        api.delete_cluster("noacct")
 
 
 def test_a_bad_accounting_field_is_named_with_what_is_valid():

@@ -23,7 +23,8 @@ INTERVAL = 3  # seconds between HealthCheckProgram runs: short, for the test
 
 @pytest.fixture(scope="module")
 def checked(slurm_available):
-    cluster = api.create_cluster(small_gpu_spec("checked", nodes=2, health_check_interval=INTERVAL))
+    # Slurm's HealthCheckProgram alone: a supervisor would remediate the faults these tests inject.
+    cluster = api.create_cluster(small_gpu_spec("checked", nodes=2, health_check_interval=INTERVAL, supervisor=False))
     yield cluster
     api.delete_cluster(cluster.name)
 

@@ -76,11 +76,16 @@ def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted
     assert job.to_json()["attempts"] == 2  # the sidebar's chip
 
 
-def test_a_deleted_cluster_takes_its_supervisor_with_it(slurm_available):
-    cluster = api.create_cluster(small_gpu_spec("brief", nodes=1, supervisor=True))
-    assert _supervisors("brief")
+def test_a_cluster_has_a_supervisor_by_default_and_its_delete_takes_it(slurm_available):
+    cluster = api.create_cluster(small_gpu_spec("brief", nodes=1))  # no `supervisor` key
+    assert cluster.spec.local.supervisor and _supervisors("brief")
     api.delete_cluster(cluster.name)
-    assert sleep_until(lambda: not _supervisors("brief"), 30)
+    assert not _supervisors("brief")  # stopped by the delete, not later
+    off = api.create_cluster(small_gpu_spec("brief", nodes=1, supervisor=False))
+    try:
+        assert not _supervisors("brief")
+    finally:
+        api.delete_cluster(off.name)
 
 
 def test_a_job_that_writes_nothing_for_its_hang_timeout_is_requeued_and_runs_again(watched):

@@ -31,7 +31,7 @@ from ..hosts import LOCAL, Host
 from ..hosts.ssh import SSHHost
 from ..slurm.commands import SlurmCommands
 from ..spec.attach import DEFAULT_POLL_INTERVAL, AttachSpec, parse_attach_spec
-from ..spec.job import ATTEMPT_NOTE, insert_after_header, is_shell_script
+from ..spec.job import APPENDED_OUTPUT_ENV, ATTEMPT_NOTE, insert_after_header, is_shell_script
 from .base import Backend, ClusterStatus, JobLaunch, PartitionLayout, Progress
 
 # One SSHHost (one connection, one remote file server) per login node per process, shared by
@@ -146,9 +146,10 @@ class SlurmBackend(Backend):
         if not is_shell_script(script):  # a Python script, say: the contract through sbatch's environment
             return JobLaunch(script, {**variables}, env_dir)
         lines = ["# Added by jupyter_gtc: the job contract (no TaskProlog of ours runs on this cluster)."]
-        lines += [f"export {k}={shlex.quote(v)}" for k, v in variables.items()]
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in variables.items() if k != APPENDED_OUTPUT_ENV]
         lines.append('export CLOUD_ML_JOB_ID="$SLURM_JOB_ID"')
-        lines.append(f'[ -z "${{SLURM_RESTART_COUNT:-}}" ] || echo "{ATTEMPT_NOTE}"')
+        if variables.get(APPENDED_OUTPUT_ENV) == "1":  # its output is appended to: the note is true
+            lines.append(f'[ -z "${{SLURM_RESTART_COUNT:-}}" ] || echo "{ATTEMPT_NOTE}"')
         if env_dir is not None:
             lines.append(f'export PATH={shlex.quote(env_dir + "/bin")}:"$PATH"')
         lines += list(spec.setup)

@@ -9,22 +9,18 @@ are listed and acted on alike, but never recorded.
 from __future__ import annotations
 
 import os
-import pwd
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from ..backends import get_backend
-from ..backends.base import PartitionLayout
 from ..exceptions import (
     AmbiguousCluster, ClusterBusy, ClusterNotFound, CommandError, GtcError, JobLogUnknown, JobNotFound, LogRefused,
-    JobStateConflict, JobSubmitError, JobTimeout, SpecError,
+    JobStateConflict, JobTimeout,
 )
-from ..hosts import LOCAL, Host
+from ..hosts import LOCAL
 from ..slurm.parse import FINISHED_STATES
-from ..slurm.sbatch import explain_refusal, gpus_per_node_asked, read_sbatch_options
-from ..spec.job import HANG_COMMENT, option, parse_options, safe_name, sbatch_directives
 from ..slurm.commands import SlurmCommands, state_refusal
 from ..state import ClusterRecord, JobRecord, Store
 from .clusters import DELETING, RUNNING, ClusterService
@@ -35,6 +31,7 @@ from ..metrics.resumed import latest_attempts
 from .logs import LogFollower, read_log_range, tail_lines
 from .metrics import JobMetrics, as_table
 from .poller import ClusterPoller, JobView, Snapshot
+from .submit import PYTHON_ENV_OPTION, submit_job
 
 
 class Job:
@@ -207,7 +204,7 @@ class Job:
         once: where a requeued attempt redid steps since its checkpoint, its values replace the
         dead attempt's, as in TensorBoard (``metrics/resumed.py``); ``all_attempts`` keeps both."""
         tail = self.metrics_feed
-        tail.refresh()
+        tail.refresh(final=self.finished)  # an ended job's last hypertune line counts without its newline
         return as_table(tail.all() if all_attempts else latest_attempts(tail.all()))
 
     def progress(self) -> Progress | None:
@@ -353,38 +350,6 @@ def _numeric(slurm_id: str) -> int:
     return int(slurm_id) if slurm_id.isdigit() else 0
 
 
-PYTHON_ENV_OPTION = "--python-env"
-
-def _check_partitions(cluster: str, layouts: list[PartitionLayout], partition: str | None,
-                      pairs: list[tuple[str, str | None]]) -> None:
-    """Refuse a job for a partition the cluster lacks, or that asks more GPUs per node than
-    any node of its partitions has, before sbatch does with "Requested node configuration is
-    not available". (Without ``--partition`` the job goes to the default.) A node type the
-    machine catalogue does not know (a remote cluster's own) is Slurm's to judge."""
-    names = [p.name for p in layouts]
-    if partition is not None and not set(partition.split(",")) <= set(names):
-        raise SpecError("partition", partition, f"partitions of {cluster}: {', '.join(names)}")
-    asks = gpus_per_node_asked(pairs)
-    chosen = [p for p in layouts if p.name in partition.split(",")] if partition else \
-        [p for p in layouts if p.default][:1]
-    nodes = [(g, t, p.name) for p in chosen for g, t in zip(p.node_gpus, p.node_types)]
-    if not asks or not nodes or any(not t for _, t, _ in nodes):
-        return
-    gpus, machine, part = max(nodes)
-    ask = max(asks, key=lambda a: a.per_node)
-    if ask.per_node > gpus:
-        has = {0: "no GPUs", 1: "1 GPU"}.get(gpus, f"{gpus} GPUs")
-        raise SpecError(f"--{ask.option}", ask.value, f"partition {part} has {machine} nodes with {has}; {ask.how}")
-
-
-def _current_user() -> str | None:
-    """This process's user: the one sbatch submits as (the poller then reads Slurm's own word)."""
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:  # a uid without a passwd entry (some containers)
-        return None
-
-
 # The front end that can draw plots registers itself here (widgets do, on import), so this
 # layer stays free of widget libraries.
 _plotter = None
@@ -458,56 +423,12 @@ class JobService:
         (hyperparameter flags), ``env`` is added to the job contract's variables, and
         ``job_dir`` (new, or empty) replaces the folder made per job."""
         record = self.store.get_cluster(cluster)
-        if record.state != RUNNING:
-            raise ClusterBusy(cluster, f"cluster {cluster} is {record.state}; jobs can be submitted when it is "
-                                       f"RUNNING", record.state)
-        options = list(options or [])
-        words = sbatch_directives(script) + options
-        pairs = parse_options(words)
-        backend = get_backend(record.backend, self.clusters.home)
-        spec = backend.parse_spec(record.spec)
-        _check_partitions(cluster, backend.partitions(spec, record.runtime), option(pairs, "partition"),
-                          read_sbatch_options(words))
-        name = option(pairs, "job-name") or default_name
-        array = option(pairs, "array")
-        if hang_timeout is not None:
-            if isinstance(hang_timeout, bool) or not isinstance(hang_timeout, (int, float)) or hang_timeout <= 0:
-                raise SpecError("hang_timeout", hang_timeout, "seconds without a new log line, more than 0")
-            if option(pairs, "comment") is not None:
-                raise SpecError("hang_timeout", hang_timeout, "the job's own --comment leaves no room for it; "
-                                                              "drop one of the two")
-
-        host = self.poller(cluster, record).host
-        job_dir = self._new_job_dir(host, backend.jobs_root(cluster, record.runtime), name, job_dir)
-        script = script if script.startswith("#!") else "#!/bin/bash\n" + script
-        try:
-            launch = backend.job_launch(spec, record.runtime, script,
-                                        {**_contract_env(cluster, job_dir), **(env or {})}, python_env)
-        except BaseException:
-            host.remove_tree(job_dir)
-            raise
-        host.write(job_dir / "job.sbatch", launch.script.encode())
-        extra = [] if option(pairs, "job-name") else [f"--job-name={name}"]
-        if option(pairs, "output") is None:
-            extra.append(f"--output={job_dir}/slurm-{'%A_%a' if array else '%j'}.out")
-        if hang_timeout is not None:
-            extra.append(f"--comment={HANG_COMMENT}{hang_timeout:g}")  # where the supervisor reads it
-        if option(pairs, "open-mode") is None:
-            # A requeued job keeps its earlier attempts' output (Slurm would truncate it); each
-            # later attempt starts with ATTEMPT_NOTE (the cluster's TaskProlog, or the script's).
-            extra.append("--open-mode=append")
-        try:
-            slurm_id = self._commands(cluster, record).submit(job_dir / "job.sbatch", [*extra, *options], launch.env,
-                                                              cwd_option=job_dir, script_args=script_args)
-        except CommandError as e:
-            host.remove_tree(job_dir)  # nothing half-recorded
-            raise JobSubmitError(explain_refusal(e.stderr.strip()) or str(e), argv=e.argv) from None
-        # The row keeps the environment beside sbatch's options, as the front ends' option names it.
-        recorded = [*options, f"{PYTHON_ENV_OPTION}={launch.python_env or 'none'}"]
-        job = JobRecord(cluster, slurm_id, name, "PENDING", str(job_dir), recorded, user=_current_user())
-        self.store.add_job(job)
         poller = self.poller(cluster, record)
-        poller.watch(slurm_id)
+        job = submit_job(self.store, get_backend(record.backend, self.clusters.home), record, poller.host,
+                         lambda: self._commands(cluster, record), script, options, script_args=script_args, env=env,
+                         job_dir=job_dir, default_name=default_name, python_env=python_env,
+                         hang_timeout=hang_timeout)
+        poller.watch(job.slurm_id)
         return Job(job, self, poller)
 
     def get(self, ref: str, cluster: str | None = None) -> Job:
@@ -631,35 +552,3 @@ class JobService:
         job._poller.watch(job.id)
         job._poller.next_tick()
         job._changed()
-
-    def _new_job_dir(self, host: Host, root: str, name: str, chosen: Path | None = None) -> Path:
-        if chosen is not None:
-            for sub in ("model", "checkpoints", "logs"):
-                host.make_dirs(chosen / sub)
-            return chosen
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        base = Path(root)
-        host.make_dirs(base)
-        for n in range(1000):
-            job_dir = base / (f"{safe_name(name)}-{stamp}" + (f"-{n}" if n else ""))
-            try:
-                host.make_dirs(job_dir, exist_ok=False)
-                break
-            except FileExistsError:
-                continue
-        for sub in ("model", "checkpoints", "logs"):
-            host.make_dirs(job_dir / sub)
-        return job_dir
-
-
-def _contract_env(cluster: str, job_dir: Path) -> dict[str, str]:
-    """The Vertex AI job contract (README.md, "Jobs"). CLOUD_ML_JOB_ID and the per-task parts of
-    CLUSTER_SPEC are set inside each task by the cluster's TaskProlog, where it has ours."""
-    return {
-        "AIP_MODEL_DIR": f"{job_dir}/model/",
-        "AIP_CHECKPOINT_DIR": f"{job_dir}/checkpoints/",
-        "AIP_TENSORBOARD_LOG_DIR": f"{job_dir}/logs/",
-        "CLOUD_ML_HP_METRIC_FILE": f"{job_dir}/hypertune.metrics",
-        "GTC_CLUSTER": cluster,
-        "GTC_JOB_DIR": str(job_dir),
-    }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..spec.job import ATTEMPT_NOTE
+from ..spec.job import APPENDED_OUTPUT_ENV, ATTEMPT_NOTE
 
 # Slurm's config parser splits on whitespace and treats '#' as a comment; paths we write
 # into slurm.conf must not contain either (checked where the cluster directory is chosen).
@@ -162,9 +162,15 @@ if [ "$node" -eq 0 ]; then type=workerpool0 index=0; else type=workerpool1 index
 pools="\"workerpool0\":[$chief]"
 [ -n "$workers" ] && pools="$pools,\"workerpool1\":[$workers]"
 echo "export CLUSTER_SPEC={\"cluster\":{$pools},\"environment\":\"cloud\",\"task\":{\"type\":\"$type\",\"index\":$index},\"job\":{\"slurm_job_id\":\"$SLURM_JOB_ID\"}}"
-# The batch script's own task (it has no step id) of a requeued job: a line in its output.
-if [ -n "${SLURM_RESTART_COUNT:-}" ] && [ -z "${SLURM_STEP_ID:-}" ]; then
-  echo "print @ATTEMPT_NOTE@"
+# The batch script's own task (it has no step id) of a requeued job that jupyter_gtc submitted
+# with its output appended to (@APPENDED@=1): a line in its output, below the earlier attempts'.
+# Slurm truncated any other job's output, so it gets none. The variable is dropped from the task,
+# so a job submitted from inside this one does not inherit it.
+if [ -n "${@APPENDED@:-}" ]; then
+  if [ "$@APPENDED@" = 1 ] && [ -n "${SLURM_RESTART_COUNT:-}" ] && [ -z "${SLURM_STEP_ID:-}" ]; then
+    echo "print @ATTEMPT_NOTE@"
+  fi
+  echo "unset @APPENDED@"
 fi
 """
 
@@ -190,7 +196,8 @@ def render_health_check(python: str, slurm_conf: Path, fault_root: Path, record_
 def render_task_prolog(slurm_conf: Path) -> str:
     """Slurm runs this before every task and sets each ``export K=V`` line it prints in the
     task's environment: the parts of the Vertex AI job contract only known at run time."""
-    return _TASK_PROLOG.replace("@SLURM_CONF@", _sh_quote(str(slurm_conf))).replace("@ATTEMPT_NOTE@", ATTEMPT_NOTE)
+    return (_TASK_PROLOG.replace("@SLURM_CONF@", _sh_quote(str(slurm_conf))).replace("@ATTEMPT_NOTE@", ATTEMPT_NOTE)
+            .replace("@APPENDED@", APPENDED_OUTPUT_ENV))
 
 
 _JOB_SUBMIT_LUA = """-- Written by jupyter_gtc. Every daemon of this cluster runs as @NAME@ (uid @UID@), not as

@@ -39,6 +39,11 @@ def sbatch_directives(script: str) -> list[str]:
 # restart count is Slurm's SLURM_RESTART_COUNT, set from the second attempt on).
 ATTEMPT_NOTE = ("--- jupyter_gtc: attempt $((SLURM_RESTART_COUNT + 1)) (requeued); "
                 "the earlier attempts' output is above ---")
+# Set to 1 in the environment of a job we submitted whose output a requeued attempt appends to
+# (--open-mode=append): only such a job gets ATTEMPT_NOTE. Slurm truncates any other job's
+# output, where the note would be false. The TaskProlog drops it from the task's environment,
+# so an sbatch run inside the job does not hand it on.
+APPENDED_OUTPUT_ENV = "GTC_OUTPUT_APPENDED"
 # A job's hang timeout travels in its Slurm comment, where the cluster's supervisor reads it.
 HANG_COMMENT = "gtc-hang-timeout="
 

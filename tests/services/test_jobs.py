@@ -87,6 +87,26 @@ def test_requeue_restarts_the_job_with_a_restart_count(jobs_cluster):
     assert first.startswith("run 0\n") and "DUE TO JOB REQUEUE" in first and second == "run 1\n", job.logs()
 
 
+def test_a_requeued_job_we_did_not_submit_gets_no_attempt_note(jobs_cluster, tmp_path):
+    # A terminal's `sbatch --requeue` (open-mode truncate, Slurm's default): its first attempt's
+    # output is gone, so a line saying it is above would be false.
+    tmp_path.chmod(0o755)
+    out, script = tmp_path / "foreign.out", tmp_path / "foreign.sbatch"
+    script.write_text('#!/bin/bash\necho "run ${SLURM_RESTART_COUNT:-0}"\n[ -n "$SLURM_RESTART_COUNT" ] || sleep 300\n')
+    job_id = slurm(jobs_cluster, "sbatch", "--parsable", "--requeue", f"--output={out}", str(script)).stdout.strip()
+    assert sleep_until(lambda: out.exists() and "run 0" in out.read_text(), 60)
+    slurm(jobs_cluster, "scontrol", "requeue", job_id)
+    job = api.get_job(job_id, jobs_cluster)
+    assert not job.managed
+    assert job.wait(timeout=120).state == "COMPLETED"
+    assert out.read_text() == "run 1\n"  # truncated, and no "attempt 2 (requeued)" line
+
+    # Ours keep the note (test_requeue_restarts_the_job_with_a_restart_count), and the variable that
+    # asks for it stays out of the job, so a job submitted from inside ours does not inherit it.
+    ours = api.submit_job(jobs_cluster, 'echo "flag=${GTC_OUTPUT_APPENDED-unset}"', ["-J", "flag"]).wait(timeout=60)
+    assert ours.logs() == "flag=unset\n"
+
+
 def test_an_array_is_one_handle_with_a_state_per_task(jobs_cluster):
     script = '#!/bin/bash\nexit $SLURM_ARRAY_TASK_ID\n'
     job = api.submit_job(jobs_cluster, script, ["--array=0-2", "-J", "arr"]).wait(timeout=60)

@@ -1,0 +1,161 @@
+"""The submit path: a script and sbatch's options become a Slurm job and its row.
+
+``submit_job`` checks what sbatch would refuse late (the cluster not RUNNING, a partition it
+lacks, more GPUs per node than its nodes have), makes the job's folder (``model/``,
+``checkpoints/``, ``logs/``) on the cluster's host, writes ``job.sbatch`` as the backend
+launches it (the job contract's variables), runs sbatch with our options (the output file in
+the folder, appended to by a requeued attempt) and records the job. ``JobService.submit``
+(services/jobs.py) calls it and hands back the ``Job`` handle; this module knows no handles.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..backends.base import Backend, PartitionLayout
+from ..exceptions import ClusterBusy, CommandError, JobSubmitError, SpecError
+from ..hosts import Host
+from ..slurm.commands import SlurmCommands
+from ..slurm.sbatch import explain_refusal, gpus_per_node_asked, read_sbatch_options
+from ..spec.job import APPENDED_OUTPUT_ENV, HANG_COMMENT, option, parse_options, safe_name, sbatch_directives
+from ..state import ClusterRecord, JobRecord, Store
+from .clusters import RUNNING
+
+# The row's option naming the job's Python environment, as the front ends' option names it.
+PYTHON_ENV_OPTION = "--python-env"
+
+
+def submit_job(store: Store, backend: Backend, record: ClusterRecord, host: Host,
+               commands: Callable[[], SlurmCommands], script: str, options: list[str] | None = None, *,
+               script_args: list[str] | None = None, env: dict[str, str] | None = None,
+               job_dir: Path | None = None, default_name: str = "job",
+               python_env: str | os.PathLike | bool | None = None, hang_timeout: float | None = None) -> JobRecord:
+    """Submit ``script`` to the cluster of ``record`` through ``backend`` and record it; returns
+    its row (``JobService.submit`` says what each argument does). ``host`` is where its folder
+    goes; ``commands`` gives the cluster's Slurm commands."""
+    cluster = record.name
+    if record.state != RUNNING:
+        raise ClusterBusy(cluster, f"cluster {cluster} is {record.state}; jobs can be submitted when it is "
+                                   f"RUNNING", record.state)
+    options = list(options or [])
+    words = sbatch_directives(script) + options
+    pairs = parse_options(words)
+    spec = backend.parse_spec(record.spec)
+    _check_partitions(cluster, backend.partitions(spec, record.runtime), option(pairs, "partition"),
+                      read_sbatch_options(words))
+    name = option(pairs, "job-name") or default_name
+    array = option(pairs, "array")
+    if hang_timeout is not None:
+        if isinstance(hang_timeout, bool) or not isinstance(hang_timeout, (int, float)) or hang_timeout <= 0:
+            raise SpecError("hang_timeout", hang_timeout, "seconds without a new log line, more than 0")
+        if option(pairs, "comment") is not None:
+            raise SpecError("hang_timeout", hang_timeout, "the job's own --comment leaves no room for it; "
+                                                          "drop one of the two")
+    # A requeued job keeps its earlier attempts' output (Slurm would truncate it) unless it
+    # asks otherwise; then, and only then, each later attempt starts with ATTEMPT_NOTE (the
+    # cluster's TaskProlog, or the script's), which APPENDED_OUTPUT_ENV asks for.
+    open_mode = option(pairs, "open-mode")
+    job_dir = _new_job_dir(host, backend.jobs_root(cluster, record.runtime), name, job_dir)
+    variables = {**_contract_env(cluster, job_dir), **(env or {})}
+    if open_mode in (None, "append"):
+        variables[APPENDED_OUTPUT_ENV] = "1"
+    script = script if script.startswith("#!") else "#!/bin/bash\n" + script
+    try:
+        launch = backend.job_launch(spec, record.runtime, script, variables, python_env)
+    except BaseException:
+        host.remove_tree(job_dir)
+        raise
+    host.write(job_dir / "job.sbatch", launch.script.encode())
+    extra = [] if option(pairs, "job-name") else [f"--job-name={name}"]
+    if option(pairs, "output") is None:
+        extra.append(f"--output={job_dir}/slurm-{'%A_%a' if array else '%j'}.out")
+    if hang_timeout is not None:
+        extra.append(f"--comment={HANG_COMMENT}{hang_timeout:g}")  # where the supervisor reads it
+    if open_mode is None:
+        extra.append("--open-mode=append")
+    try:
+        slurm_id = commands().submit(job_dir / "job.sbatch", [*extra, *options], launch.env,
+                                     cwd_option=job_dir, script_args=script_args)
+    except CommandError as e:
+        host.remove_tree(job_dir)  # nothing half-recorded
+        raise JobSubmitError(explain_refusal(e.stderr.strip()) or str(e), argv=e.argv) from None
+    # The row keeps the environment beside sbatch's options, as the front ends' option names it.
+    recorded = [*options, f"{PYTHON_ENV_OPTION}={launch.python_env or 'none'}"]
+    job = JobRecord(cluster, slurm_id, name, "PENDING", str(job_dir), recorded, user=_current_user())
+    store.add_job(job)
+    return job
+
+
+def _check_partitions(cluster: str, layouts: list[PartitionLayout], partition: str | None,
+                      pairs: list[tuple[str, str | None]]) -> None:
+    """Refuse a job for a partition the cluster lacks, or that asks more GPUs per node than
+    any node of its partitions has, before sbatch does with "Requested node configuration is
+    not available". (Without ``--partition`` the job goes to the default.) A node type the
+    machine catalogue does not know (a remote cluster's own) is Slurm's to judge."""
+    names = [p.name for p in layouts]
+    if partition is not None and not set(partition.split(",")) <= set(names):
+        raise SpecError("partition", partition, f"partitions of {cluster}: {', '.join(names)}")
+    asks = gpus_per_node_asked(pairs)
+    chosen = [p for p in layouts if p.name in partition.split(",")] if partition else \
+        [p for p in layouts if p.default][:1]
+    nodes = [(g, t, p.name) for p in chosen for g, t in zip(p.node_gpus, p.node_types)]
+    if not asks or not nodes or any(not t for _, t, _ in nodes):
+        return
+    gpus, machine, part = max(nodes)
+    ask = max(asks, key=lambda a: a.per_node)
+    if ask.per_node > gpus:
+        has = {0: "no GPUs", 1: "1 GPU"}.get(gpus, f"{gpus} GPUs")
+        raise SpecError(f"--{ask.option}", ask.value, f"partition {part} has {machine} nodes with {has}; {ask.how}")
+
+
+def _current_user() -> str | None:
+    """This process's user: the one sbatch submits as (the poller then reads Slurm's own word)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid without a passwd entry (some containers)
+        return None
+
+
+def _new_job_dir(host: Host, root: str, name: str, chosen: Path | None = None) -> Path:
+    """The job's folder under ``root`` on ``host`` (``chosen``, new or empty, where given), with
+    its ``model/``, ``checkpoints/`` and ``logs/``. Each is the user's alone (0700) from its
+    creation: a job's script, output and checkpoints are its user's, and the job runs as that
+    user (the cluster's, on a local cluster)."""
+    if chosen is not None:
+        host.make_dirs(chosen, mode=PRIVATE)
+        for sub in ("model", "checkpoints", "logs"):
+            host.make_dirs(chosen / sub, mode=PRIVATE)
+        return chosen
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path(root)
+    host.make_dirs(base, mode=PRIVATE)
+    for n in range(1000):
+        job_dir = base / (f"{safe_name(name)}-{stamp}" + (f"-{n}" if n else ""))
+        try:
+            host.make_dirs(job_dir, exist_ok=False, mode=PRIVATE)
+            break
+        except FileExistsError:
+            continue
+    for sub in ("model", "checkpoints", "logs"):
+        host.make_dirs(job_dir / sub, mode=PRIVATE)
+    return job_dir
+
+
+PRIVATE = 0o700  # a job's folders: whoever else may read them could read its checkpoints and output
+
+
+def _contract_env(cluster: str, job_dir: Path) -> dict[str, str]:
+    """The Vertex AI job contract (README.md, "Jobs"). CLOUD_ML_JOB_ID and the per-task parts of
+    CLUSTER_SPEC are set inside each task by the cluster's TaskProlog, where it has ours."""
+    return {
+        "AIP_MODEL_DIR": f"{job_dir}/model/",
+        "AIP_CHECKPOINT_DIR": f"{job_dir}/checkpoints/",
+        "AIP_TENSORBOARD_LOG_DIR": f"{job_dir}/logs/",
+        "CLOUD_ML_HP_METRIC_FILE": f"{job_dir}/hypertune.metrics",
+        "GTC_CLUSTER": cluster,
+        "GTC_JOB_DIR": str(job_dir),
+    }

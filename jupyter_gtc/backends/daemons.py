@@ -17,6 +17,11 @@ never mistaken for ours, in ``<run_dir>/<label>.json``. A process killed between
 daemon and writing that file leaves one no label holds; each daemon's environment names
 its label (``GTC_DAEMON``), so ``stop_unrecorded`` still finds it.
 
+A record is only what the folder's owner wrote, and root deletes a normal user's cluster from
+that user's folder: so only processes of the cluster's user are ever found or signalled (real
+and effective uid; ``uid``, by default the owner of the run folder, which that user made and
+from which every daemon is started), whatever PID a record names.
+
 Run by a normal user (not root), the same namespaces are made inside a user namespace
 (``isolation() == "userns"``): ``unshare --user --map-root-user`` makes the user root of the
 namespace, which node_init.sh needs for its bind mounts, and node_init.sh's ``--as-user`` then
@@ -35,6 +40,7 @@ import functools
 import json
 import os
 import signal
+import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -107,37 +113,66 @@ def start(label: str, argv: list[str], run_dir: Path, log_file: Path, env: dict[
     return pid
 
 
-def find(label: str, run_dir: Path) -> psutil.Process | None:
-    """The live wrapper process of ``label`` (``unshare``, or tini for a plain one), or None."""
-    info = _record(label, run_dir)
+def find(label: str, run_dir: Path, uid: int | None = None) -> psutil.Process | None:
+    """The live wrapper process of ``label`` (``unshare``, or tini for a plain one), or None.
+    Only a process of ``uid`` (the run folder's owner by default): see the module's doc."""
+    info = _record(label, run_dir, _daemons_uid(run_dir, uid))
     return info[0] if info else None
 
 
-def _record(label: str, run_dir: Path) -> tuple[psutil.Process, bool] | None:
-    """``label``'s live wrapper process and whether it holds namespaces, or None."""
+def _record(label: str, run_dir: Path, uid: int | None) -> tuple[psutil.Process, bool] | None:
+    """``label``'s live wrapper process and whether it holds namespaces, or None (also where
+    the process recorded is not ``uid``'s: a record is only its writer's word)."""
     _process.reap_exited()
     try:
         info = json.loads((run_dir / f"{label}.json").read_text())
         proc = psutil.Process(info["pid"])
         if abs(proc.create_time() - info["started"]) > 0.01 or proc.status() == psutil.STATUS_ZOMBIE:
             return None
+        if not _runs_as(proc, uid):
+            return None
         return proc, info.get("namespaces", True)  # files from before the key: always namespaces
     except (OSError, ValueError, KeyError, TypeError, psutil.Error):
         return None
+
+
+def _daemons_uid(run_dir: Path, uid: int | None) -> int | None:
+    """``uid``, or whom the daemons of ``run_dir`` run as: the user who made the folder (the
+    cluster's, who starts them all). None, so nothing is found, where the folder is missing or
+    is a link (its records would be another folder's)."""
+    if uid is not None:
+        return uid
+    try:
+        st = os.lstat(run_dir)
+    except OSError:
+        return None
+    return st.st_uid if stat.S_ISDIR(st.st_mode) else None
+
+
+def _runs_as(proc: psutil.Process, uid: int | None) -> bool:
+    """Whether ``proc`` runs as ``uid``, really and effectively (a set-uid program the user
+    started has the user's real uid, and is not the user's to stop)."""
+    try:
+        uids = proc.uids()
+    except psutil.Error:
+        return False
+    return uid is not None and uids.real == uid and uids.effective == uid
 
 
 def labels(run_dir: Path) -> list[str]:
     return sorted(p.stem for p in run_dir.glob("*.json")) if run_dir.is_dir() else []
 
 
-def stop(label: str, run_dir: Path, grace: float = 0.0, keep_record: bool = False) -> None:
+def stop(label: str, run_dir: Path, grace: float = 0.0, keep_record: bool = False, uid: int | None = None) -> None:
     """Stop ``label`` and everything in its namespace. With ``grace``, the daemon first gets
     SIGTERM and that many seconds to exit cleanly (slurmctld saves its state then).
-    ``keep_record``: its record stays, saying it is to run (a crash, for the supervisor)."""
-    record = _record(label, run_dir)
+    ``keep_record``: its record stays, saying it is to run (a crash, for the supervisor).
+    ``uid``: whose processes may be signalled (the run folder's owner by default)."""
+    uid = _daemons_uid(run_dir, uid)
+    record = _record(label, run_dir, uid)
     if record is not None:
         wrapper, namespaces = record
-        init = _namespace_init(wrapper) if namespaces else wrapper
+        init = _namespace_init(wrapper, uid) if namespaces else wrapper
         if grace > 0 and init is not None:
             _signal(init, signal.SIGTERM)  # tini passes it on to the daemon
             _wait_gone(wrapper, grace)
@@ -147,19 +182,20 @@ def stop(label: str, run_dir: Path, grace: float = 0.0, keep_record: bool = Fals
                     _signal(proc, signal.SIGKILL)
             _wait_gone(wrapper, 10)
         elif not namespaces:
-            _kill_tree([wrapper])
+            _kill_tree([wrapper], uid)
     if not keep_record:
         (run_dir / f"{label}.json").unlink(missing_ok=True)
     _process.reap_exited()
 
 
-def _kill_tree(roots: list[psutil.Process]) -> None:
-    """Kill ``roots`` and all their descendants: what stopping a plain daemon (tini, the
-    subreaper of everything the daemon started) must do without a PID namespace to end.
-    Each is stopped first and the trees looked at again, so nothing forks out of reach."""
+def _kill_tree(roots: list[psutil.Process], uid: int | None) -> None:
+    """Kill ``roots`` and all their descendants that run as ``uid``: what stopping a plain
+    daemon (tini, the subreaper of everything the daemon started) must do without a PID
+    namespace to end. Each is stopped first and the trees looked at again, so nothing forks
+    out of reach."""
     stopped: dict[int, psutil.Process] = {}
     for _ in range(5):
-        found = [p for p in _tree(roots) if p.pid not in stopped]
+        found = [p for p in _tree(roots) if p.pid not in stopped and _runs_as(p, uid)]
         if not found:
             break
         for proc in found:
@@ -181,31 +217,33 @@ def _tree(roots: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in found.values() if _alive(p)]
 
 
-def stop_unrecorded(run_dir: Path) -> list[str]:
+def stop_unrecorded(run_dir: Path, uid: int | None = None) -> list[str]:
     """Kill the daemons of ``run_dir`` that no label holds (started by a process killed
-    before it recorded them); returns their labels."""
+    before it recorded them), of ``uid`` only (the run folder's owner by default); returns
+    their labels."""
+    uid = _daemons_uid(run_dir, uid)
     held: set[int] = set()
     for label in labels(run_dir):
-        wrapper = find(label, run_dir)
+        wrapper = find(label, run_dir, uid)
         if wrapper is not None:
             held |= {p.pid for p in _tree([wrapper])}
     found = {}
     for proc in psutil.process_iter(["environ"]):
         mark = (proc.info["environ"] or {}).get(MARK, "")
-        if mark.startswith(f"{run_dir}/") and proc.pid not in held:
+        if mark.startswith(f"{run_dir}/") and proc.pid not in held and _runs_as(proc, uid):
             found[proc] = mark.rsplit("/", 1)[-1]
     # A wrapper's death ends its namespace, and what is in it; a plain one (tini) leaves its
     # tree behind, so the trees go first.
-    _kill_tree(list(found))
+    _kill_tree(list(found), uid)
     return sorted(set(found.values()))
 
 
-def _namespace_init(wrapper: psutil.Process) -> psutil.Process | None:
+def _namespace_init(wrapper: psutil.Process, uid: int | None) -> psutil.Process | None:
     try:
         children = wrapper.children()
     except psutil.Error:
         return None
-    return children[0] if children else None
+    return children[0] if children and _runs_as(children[0], uid) else None
 
 
 def _signal(proc: psutil.Process, sig: int) -> None:

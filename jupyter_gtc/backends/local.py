@@ -35,6 +35,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -177,6 +178,7 @@ class LocalBackend(Backend):
         runtime["user"] = {"uid": os.geteuid(), "name": _user_name()}  # whom every daemon runs as
         if root.exists():
             self._remove(root)  # left by a create that died before it was recorded
+        _make_private_dir(root)
         for sub in ("etc", "run", "state", "log", "spool", "gpus"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         runtime["hostname"] = socket.gethostname().split(".")[0]
@@ -221,34 +223,47 @@ class LocalBackend(Backend):
 
     def delete(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         _check_owner(spec, runtime, "delete", allow_root=True)
-        root = Path(runtime.get("dir") or self.home / "clusters" / spec.name)
-        runtime = {**runtime, "dir": str(root)}  # a create killed before it recorded the folder
+        # The folder this backend makes, never one the record names: root deleting a normal
+        # user's cluster reads that user's state store, which that user can write. And every
+        # process signalled, file removed and network taken down is the folder owner's only.
+        root = self.home / "clusters" / spec.name
+        if runtime.get("dir") not in (None, str(root)):
+            progress(f"warning: the record names {runtime['dir']} as the cluster's folder, which is not "
+                     f"where this backend makes it; only {root} is removed")
+        uid = _folder_uid(root)
+        if uid is None:
+            if root.is_symlink():
+                progress(f"warning: {root} is a link, not the folder this backend made; left alone")
+            return  # a create that died before it made the folder started nothing
+        runtime = {**runtime, "dir": str(root)}
         run = root / "run"
         # First: the nodes stopping below are no crashes. SIGTERM, which it dies of at once: one
         # killed outright may stay a zombie for a while (reparented), which the stop waits for.
-        daemons.stop(supervisor.LABEL, run, grace=5)
-        if daemons.find("slurmctld", run):
+        daemons.stop(supervisor.LABEL, run, grace=5, uid=uid)
+        # Slurm's commands read the cluster's slurm.conf, which names plugins to load: only its own user runs them.
+        if uid == os.geteuid() and daemons.find("slurmctld", run, uid=uid):
             progress("cancelling jobs")
             self._cancel_all(runtime)
         for label in daemons.labels(run):
             if label.startswith("slurmd-"):
-                daemons.stop(label, run)
+                daemons.stop(label, run, uid=uid)
         progress("stopping slurmctld and munged")
-        daemons.stop("slurmctld", run)
+        daemons.stop("slurmctld", run, uid=uid)
         accounting.stop(run)
         if _keeps_accounting(runtime):
             accounting.leave(self._accounting_layout(spec.name, runtime), self.home, spec.name,
                              {"PATH": daemon_path()})
-        daemons.stop("munged", run, grace=2)
-        daemons.stop_unrecorded(run)
-        net = _net(runtime)
+        daemons.stop("munged", run, grace=2, uid=uid)
+        daemons.stop_unrecorded(run, uid=uid)
+        net = _net(runtime) if uid == 0 else None  # only root makes network namespaces
         if net is not None:
             for node in runtime.get("node_slots", {}):
                 netns.remove_node(net, node)
             netns.remove_bridge(net)
-        self._remove(root)
-        storage.remove_made_dirs(runtime)  # every node's mount namespace has gone with its daemons
-        shutil.rmtree(runtime.get("munge_socket_dir") or _munge_socket_dir(root), ignore_errors=True)
+        self._remove(root, uid)
+        storage.remove_made_dirs(runtime, uid)  # every node's mount namespace has gone with its daemons
+        if uid == 0:  # root's munge socket folder is in /run; a normal user's was in the folder removed
+            shutil.rmtree(_munge_socket_dir(root, uid), ignore_errors=True)
 
     def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
         return {"SLURM_CONF": str(Path(runtime["dir"]) / "etc" / "slurm.conf")}
@@ -387,13 +402,11 @@ class LocalBackend(Backend):
         _atomic_write(etc / "gres.conf", render_gres_conf(layout))
         # In place, not _atomic_write: running nodes have this very file mounted as /etc/hosts.
         hosts.write_hosts(etc / "hosts", spec.name, [(n.name, n.addr) for n in nodes])
-        _atomic_write(etc / "task_prolog.sh", render_task_prolog(etc / "slurm.conf"))
-        (etc / "task_prolog.sh").chmod(0o755)
+        _write_script(etc / "task_prolog.sh", render_task_prolog(etc / "slurm.conf"))
         if spec.local.health_check_interval:
             (self.home / "jobs").mkdir(parents=True, exist_ok=True)  # its disk check: a missing one fails
-            _atomic_write(etc / "health_check.sh", render_health_check(
+            _write_script(etc / "health_check.sh", render_health_check(
                 sys.executable, etc / "slurm.conf", root / "faults", root / "health", (str(self.home / "jobs"),)))
-            (etc / "health_check.sh").chmod(0o755)
 
     def _accounting_layout(self, name: str, runtime: dict[str, Any]) -> AccountingLayout:
         net = _net(runtime)
@@ -687,11 +700,41 @@ class LocalBackend(Backend):
         return SlurmCommands(self.client_env(runtime), timeout=timeout,
                              jobcomp_file=Path(runtime["dir"]) / "log" / "jobcomp.txt")
 
-    def _remove(self, root: Path) -> None:
+    def _remove(self, root: Path, uid: int | None = None) -> None:
         run = root / "run"
         for label in daemons.labels(run):
-            daemons.stop(label, run)
-        shutil.rmtree(root, ignore_errors=True)
+            daemons.stop(label, run, uid=uid)
+        _remove_folder(root)
+
+
+def _folder_uid(root: Path) -> int | None:
+    """Who owns the cluster folder ``root`` (``<GTC_HOME>/clusters/<name>``), looked at without
+    following a link at ``root`` or at ``clusters``; None where there is no such folder."""
+    try:
+        parent = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        st = os.stat(root.name, dir_fd=parent, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        os.close(parent)
+    return st.st_uid if stat.S_ISDIR(st.st_mode) else None
+
+
+def _remove_folder(root: Path) -> None:
+    """Remove the cluster folder ``root`` and all in it, never through a link: not at ``root``,
+    nor at ``clusters`` above it (which its owner could swap for a link after a check, and root
+    would then remove what the link points at), nor inside (rmtree follows none)."""
+    try:
+        parent = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        shutil.rmtree(root.name, dir_fd=parent, ignore_errors=True)
+    finally:
+        os.close(parent)
 
 
 def _stop_node(root: Path, net: netns.ClusterNet | None, slots: dict[str, int], name: str) -> None:
@@ -770,10 +813,7 @@ def _write_startup_scripts(etc: Path, spec: ClusterSpec) -> None:
         if path not in wanted:
             path.unlink()
     for path, body in wanted.items():
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(body)
-        tmp.chmod(0o755)
-        tmp.replace(path)
+        _write_script(path, body)
 
 
 def _write_chain(etc: Path, kind: str, scripts: list[str]) -> bool:
@@ -787,22 +827,20 @@ def _write_chain(etc: Path, kind: str, scripts: list[str]) -> bool:
     paths = []
     for i, body in enumerate(scripts):
         path = folder / f"{i:02d}.sh"
-        path.write_text(body if body.startswith("#!") else "#!/bin/bash\n" + body)
-        path.chmod(0o755)
+        _write_script(path, body if body.startswith("#!") else "#!/bin/bash\n" + body)
         paths.append(path)
-    chain = etc / f"{kind}.sh"
-    chain.write_text(render_script_chain(paths))
-    chain.chmod(0o755)
+    _write_script(etc / f"{kind}.sh", render_script_chain(paths))
     return True
 
 
-def _munge_socket_dir(root: Path) -> Path:
+def _munge_socket_dir(root: Path, uid: int | None = None) -> Path:
     """munged insists that every folder above its socket is searchable by all, which a
     private GTC_HOME (or pytest's tmp folders) is not; a socket path must also stay under
     108 bytes. So root's socket lives in /run, in a folder named after the cluster's path. A
     normal user cannot write there: its socket is in the cluster's munge/ folder (checked
-    for length in check_spec; munged is told to accept private folders above it)."""
-    if os.geteuid() != 0:
+    for length in check_spec; munged is told to accept private folders above it). ``uid``: the
+    cluster's user (this process's by default)."""
+    if (os.geteuid() if uid is None else uid) != 0:
         return root / "munge"
     return Path("/run/jupyter_gtc") / _cluster_id(root)
 
@@ -833,12 +871,40 @@ def _check_owner(spec: ClusterSpec, runtime: dict[str, Any], action: str, allow_
                              + (" or as root" if allow_root else ""))
 
 
+def _make_private_dir(root: Path) -> None:
+    """The cluster's folder, for its user alone from the moment it exists (0700: never a
+    chmod afterwards, which would leave a moment when others may enter). Every daemon runs as
+    that user; a normal user's munged accepts private folders above its socket (--force)."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(mode=0o700)
+    except FileExistsError:
+        raise ClusterStartError(f"{root} is still there after removing what an earlier create left; "
+                                "remove it and create the cluster again") from None
+
+
 def _write_munge_key(root: Path) -> None:
-    key = root / "munge" / "munge.key"
-    key.parent.mkdir(parents=True, exist_ok=True)
-    key.parent.chmod(0o711)
-    key.write_bytes(os.urandom(128))
-    key.chmod(0o400)
+    """128 random bytes, readable by the cluster's user alone from the file's creation on: with
+    the key anyone forges munge credentials for any uid (root's, on a root cluster).
+    ``O_EXCL``: never a file that was there (a link someone put in the way); mode 0400, which no
+    umask widens."""
+    folder = root / "munge"
+    folder.mkdir(mode=0o700)
+    fd = os.open(folder / "munge.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(128))
+
+
+def _write_script(path: Path, text: str) -> None:
+    """An executable for the cluster's user alone (0700 from its creation: the spec's scripts
+    may hold secrets), replaced whole, never rewritten in place: a node may be running the
+    previous one."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    tmp.replace(path)
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -141,12 +142,14 @@ def prepare(spec: ClusterSpec, root: Path, runtime: dict[str, Any]) -> None:
                                         "choose another mount path")
 
 
-def remove_made_dirs(runtime: dict[str, Any], settle: float = 2.0) -> None:
+def remove_made_dirs(runtime: dict[str, Any], uid: int, settle: float = 2.0) -> None:
     """Remove the mount paths ``prepare`` made, deepest first, where each is empty and no
     mount namespace on the machine (another cluster's node) has something mounted there.
     A namespace of the cluster's own nodes may outlive their daemons by a moment: a path
-    still mounted somewhere is looked at again for up to ``settle`` seconds."""
-    made = runtime.get("made_dirs") or []
+    still mounted somewhere is looked at again for up to ``settle`` seconds. Only folders of
+    ``uid``, the cluster's user, who made them: root deleting a normal user's cluster reads
+    the list from that user's record."""
+    made = [p for p in runtime.get("made_dirs") or [] if _dir_of(p, uid)]
     deadline = time.monotonic() + settle
     in_use = mount_points() & set(made)
     while in_use and time.monotonic() < deadline:
@@ -158,6 +161,15 @@ def remove_made_dirs(runtime: dict[str, Any], settle: float = 2.0) -> None:
                 os.rmdir(path)
             except OSError:
                 pass  # not empty, or gone: what is left there is not ours to remove
+
+
+def _dir_of(path: str, uid: int) -> bool:
+    """Whether ``path`` is a folder (not a link to one) that ``uid`` owns."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid
 
 
 def mount_points() -> set[str]:

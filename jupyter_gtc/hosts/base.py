@@ -69,8 +69,10 @@ class Host(ABC):
         """Make ``path`` hold ``data``, whole: a reader sees the old file or the new one."""
 
     @abstractmethod
-    def make_dirs(self, path: HostPath, exist_ok: bool = True) -> None:
-        """``mkdir -p``; with ``exist_ok=False``, ``FileExistsError`` where ``path`` is already."""
+    def make_dirs(self, path: HostPath, exist_ok: bool = True, mode: int = 0o777) -> None:
+        """``mkdir -p``; with ``exist_ok=False``, ``FileExistsError`` where ``path`` is already.
+        ``path`` itself, where made, gets ``mode`` (less the umask) from its creation on, as
+        ``os.makedirs`` does: 0o700 makes a folder its user's alone (a job's)."""
 
     @abstractmethod
     def remove_tree(self, path: HostPath) -> None:
@@ -139,7 +141,7 @@ class OwnedFilesHost(Host):
     def write(self, path: HostPath, data: bytes) -> None:
         raise PermissionError(13, "a view of another user's files is read-only", str(path))
 
-    def make_dirs(self, path: HostPath, exist_ok: bool = True) -> None:
+    def make_dirs(self, path: HostPath, exist_ok: bool = True, mode: int = 0o777) -> None:
         raise PermissionError(13, "a view of another user's files is read-only", str(path))
 
     def remove_tree(self, path: HostPath) -> None:

@@ -111,7 +111,8 @@ class GcsHost(Host):
         bucket, name = _split(path)
         self._bucket(bucket).blob(name).upload_from_string(data)  # an object is replaced whole
 
-    def make_dirs(self, path: HostPath, exist_ok: bool = True) -> None:
+    def make_dirs(self, path: HostPath, exist_ok: bool = True, mode: int = 0o777) -> None:
+        """(``mode`` does not apply: a bucket's objects have no permission bits.)"""
         bucket, name = _split(path)
         if not name:
             return

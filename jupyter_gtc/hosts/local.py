@@ -60,8 +60,8 @@ class LocalHost(Host):
             os.unlink(partial)
             raise
 
-    def make_dirs(self, path: HostPath, exist_ok: bool = True) -> None:
-        os.makedirs(path, exist_ok=exist_ok)
+    def make_dirs(self, path: HostPath, exist_ok: bool = True, mode: int = 0o777) -> None:
+        os.makedirs(path, mode=mode, exist_ok=exist_ok)
 
     def remove_tree(self, path: HostPath) -> None:
         shutil.rmtree(path, ignore_errors=True)

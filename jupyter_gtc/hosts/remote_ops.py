@@ -118,9 +118,9 @@ def do(op, path, arg, data):
             os.unlink(partial)
             raise
         return OK, b""
-    if op == "mkdirs":
+    if op == "mkdirs":  # arg: [exist_ok, mode]
         try:
-            os.makedirs(path, exist_ok=bool(arg))
+            os.makedirs(path, mode=int(arg[1]), exist_ok=bool(arg[0]))
         except FileExistsError:
             return EEXIST, b""
         return OK, b""

@@ -106,7 +106,7 @@ class SSHHost(Host):
         it twice is harmless (a read, a stat, a write of the same bytes); a command is not
         (an sbatch would submit twice): it fails, and says it may have run."""
         request = json.dumps([op, os.fspath(path), arg, len(data)]).encode() + b"\n" + data
-        again = op != "run" and not (op == "mkdirs" and not arg)
+        again = op != "run" and not (op == "mkdirs" and not arg[0])
         with self._lock:
             if self._server is not None and self._server.poll() is not None:
                 self._stop_server()  # it ended since the last call (its connection dropped)
@@ -222,8 +222,8 @@ class SSHHost(Host):
     def write(self, path: HostPath, data: bytes) -> None:
         self._op("write", path, data=data)
 
-    def make_dirs(self, path: HostPath, exist_ok: bool = True) -> None:
-        if self._op("mkdirs", path, exist_ok)[0] == EEXIST:
+    def make_dirs(self, path: HostPath, exist_ok: bool = True, mode: int = 0o777) -> None:
+        if self._op("mkdirs", path, [exist_ok, mode])[0] == EEXIST:
             raise FileExistsError(17, "File exists", os.fspath(path))
 
     def remove_tree(self, path: HostPath) -> None:

@@ -5,6 +5,7 @@ throughout: a path is never a shell word, here or on the far side of ssh."""
 from __future__ import annotations
 
 import os
+import stat
 import threading
 
 import pytest
@@ -56,6 +57,15 @@ def test_make_dirs_can_refuse_a_folder_that_exists(host, tmp_path):
     host.make_dirs(tmp_path / "a" / "b")
     with pytest.raises(FileExistsError):
         host.make_dirs(tmp_path / "a" / "b", exist_ok=False)
+
+
+def test_make_dirs_makes_a_folder_its_users_alone_from_its_creation(host, tmp_path):
+    old = os.umask(0o022)  # (this machine's: the local host's; the remote one has its own)
+    try:
+        host.make_dirs(tmp_path / "jobs" / "job", exist_ok=False, mode=0o700)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "jobs" / "job").st_mode) == 0o700
 
 
 def test_a_listing_does_not_follow_links(host, tmp_path):
@@ -178,8 +188,8 @@ class CountingHost(Host):
     def write(self, path, data):
         LOCAL.write(path, data)
 
-    def make_dirs(self, path, exist_ok=True):
-        LOCAL.make_dirs(path, exist_ok)
+    def make_dirs(self, path, exist_ok=True, mode=0o777):
+        LOCAL.make_dirs(path, exist_ok, mode)
 
     def remove_tree(self, path):
         LOCAL.remove_tree(path)

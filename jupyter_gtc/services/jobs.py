@@ -386,7 +386,8 @@ class JobService:
                     incarnation, ClusterPoller(
                         cluster, lambda: self._commands(cluster), self.store,
                         host=backend.host(record.runtime) if backend else LOCAL,
-                        min_interval=backend.min_poll_interval(record.runtime) if backend else 0.0))
+                        min_interval=backend.min_poll_interval(record.runtime) if backend else 0.0,
+                        incarnation=incarnation))
             return known[1]
 
     def metrics_of(self, job: Job) -> JobMetrics:

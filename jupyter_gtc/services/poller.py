@@ -12,7 +12,9 @@ tick rather than running squeue itself, and keeps the poller ticking for ``linge
 
 Ticks are fast while watched jobs change and back off (up to ``max_interval``, or 1 s while
 a panel is subscribed or jobs are listed) while nothing does. A failed poll is kept as ``warning``
-and retried; it never raises.
+and retried; it never raises. A cluster being deleted is no failure: while it is, ticks pass
+quietly (its jobs are being cancelled, its daemons stopped, so a squeue may be killed), and
+once it is gone the poller forgets its jobs and stops.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..exceptions import ClusterNotFound
+from ..exceptions import ClusterBusy, ClusterNotFound
 from ..hosts import LOCAL, Host
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import FINISHED_STATES, JobStatus
 from ..state import Store
+from .clusters import DELETING
 from .listeners import Listeners
 from .logs import LogFollower, prefetch
 
@@ -83,8 +86,11 @@ Listener = Callable[[list[JobView]], None]
 class ClusterPoller:
     def __init__(self, cluster: str, commands: Callable[[], SlurmCommands], store: Store,
                  interval: float = 0.5, max_interval: float = 5.0, linger: float = 5.0, host: Host = LOCAL,
-                 min_interval: float = 0.0):
+                 min_interval: float = 0.0, incarnation: float | None = None):
         self.cluster = cluster
+        # The cluster's created_at where known: a record gone, or of another creation, means
+        # the cluster this poller followed was deleted.
+        self.incarnation = incarnation
         self.host = host  # where the cluster's job folders and logs are read
         self._commands = commands
         self.store = store
@@ -254,15 +260,16 @@ class ClusterPoller:
                           and i not in self._finished]
             finished, self._jobcomp_offset = commands.finished_jobs(self._jobcomp_offset, unseen)
         except ClusterNotFound:
-            with self._changed:  # the cluster was deleted: its jobs are gone with it
-                self._watched.clear()
-                self._ended.clear()
-                self._finished.clear()
-                self._snapshot = EMPTY
+            self._forget_cluster()
             return False
         except Exception as e:  # noqa: BLE001 - a failed poll is a warning, retried next tick
-            self.warning = f"could not poll {self.cluster}: {e}"
-            log.warning(self.warning)
+            deletion = self._deletion(e)
+            if deletion == "deleted":
+                self._forget_cluster()
+                return False
+            self.warning = None if deletion == "deleting" else f"could not poll {self.cluster}: {e}"
+            if self.warning:
+                log.warning(self.warning)
             self._notify([])
             return False
         self.warning = None
@@ -304,6 +311,29 @@ class ClusterPoller:
         self._prefetch_logs()
         self._notify(changed + [v for v in seen if v.slurm_id not in ids])
         return bool(changed)
+
+    def _deletion(self, error: Exception) -> str | None:
+        """Whether a failed poll is a delete's doing: "deleting" (the cluster is DELETING; the
+        poll was refused, or its squeue killed as the delete stopped the daemons), "deleted"
+        (its record is gone, or is another creation's), else None: a real failure."""
+        if isinstance(error, ClusterBusy) and error.state == DELETING:
+            return "deleting"
+        try:
+            record = self.store.get_cluster(self.cluster)
+        except ClusterNotFound:
+            return "deleted" if self.incarnation is not None else None
+        except Exception:  # noqa: BLE001 - the store unreadable too: the failure stands
+            return None
+        if self.incarnation is not None and record.created_at != self.incarnation:
+            return "deleted"
+        return "deleting" if record.state == DELETING else None
+
+    def _forget_cluster(self) -> None:
+        with self._changed:  # the cluster was deleted: its jobs are gone with it
+            self._watched.clear()
+            self._ended.clear()
+            self._finished.clear()
+            self._snapshot = EMPTY
 
     def _prefetch_logs(self) -> None:
         """After squeue, so a job it saw finished has its whole log in what is read."""

@@ -383,9 +383,20 @@ def _job_submit(args) -> None:
 
 
 def _wait_and_print(job, outcome: str = "") -> None:
-    """`--wait`: the job's whole output once it ends; fails unless it COMPLETED."""
+    """`--wait`: the job's whole output once it ends (an array's task by task, in task order,
+    each under a line naming it); fails unless it COMPLETED."""
     job.wait()
-    sys.stdout.write(job.logs())
+    by_file: dict[object, list[str]] = {}
+    for task, path in job.task_logs().items():  # tasks may share a file (an --output without %a)
+        by_file.setdefault(path, []).append(task)
+    if not by_file:
+        sys.stdout.write(job.logs())
+    for tasks in by_file.values():
+        ends = [f"{t}: {job.tasks[t]['state']} (exit code {job.tasks[t]['exit_code']})" if t in job.tasks else t
+                for t in tasks]
+        print(f"==> {'task' if len(tasks) == 1 else 'tasks'} {', '.join(ends)} <==")
+        text = job.logs(task=tasks[0])
+        sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
     print(f"job {job.id} {job.state} (exit code {job.exit_code}){outcome}")
     if job.state != "COMPLETED":
         raise GtcError(f"job {job.id} ended {job.state}")

@@ -100,6 +100,23 @@ def test_job_verbs(tmp_path, slurm_available):
         assert (job["name"], job["state"], job["exit_code"], job["cluster"]) == ("two", "COMPLETED", 0, "clijobs")
         assert sorted(gtc("job", "logs", "two").stdout.split()) == ["gpu-0", "gpu-1"]
 
+        # An array's output task by task, in task order (10 after 9), each under its task id.
+        array = tmp_path / "array.sbatch"
+        array.write_text('#!/bin/bash\necho "task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID"\n')
+        ran = gtc("job", "submit", "--wait", str(array), "--array=10,2,9", "--job-name", "arr")
+        assert ran.returncode == 0, ran.stderr
+        first, body = ran.stdout.split("\n", 1)
+        array_id = first.split()[2]
+        assert body == "".join(f"==> task {t}: COMPLETED (exit code 0) <==\ntask {t} of {array_id}\n"
+                               for t in (2, 9, 10)) + f"job {array_id} COMPLETED (exit code 0)\n"
+        # Tasks that share one file (an --output without %a): the file once, under all of them.
+        shared = tmp_path / "shared.out"
+        ran = gtc("job", "submit", "--wait", str(array), "--array=0-1", f"--output={shared}", "--job-name", "arr")
+        assert ran.returncode == 0, ran.stderr
+        lines = ran.stdout.splitlines()[1:]
+        assert lines[0] == "==> tasks 0: COMPLETED (exit code 0), 1: COMPLETED (exit code 0) <==", ran.stdout
+        assert sorted(lines[1:3]) == [f"task {t} of {lines[-1].split()[1]}" for t in (0, 1)], ran.stdout
+
         sleeper = tmp_path / "sleep.sbatch"
         sleeper.write_text("#!/bin/bash\necho started\nsleep 300\n")
         out = gtc("job", "submit", str(sleeper), "--job-name=sleeper").stdout

@@ -122,16 +122,44 @@ class Job:
     def log_path(self) -> Path | None:
         """The batch script's output (for an array, its first task's): in the job folder,
         unless its ``--output`` sent it where Slurm says."""
-        names = sorted(e.name for e in self.host.list_dir(self.job_dir) or () if e.name.endswith(".out")
-                       and (e.name == f"slurm-{self.id}.out" or e.name.startswith(f"slurm-{self.id}_")))
-        if names:
-            return self.job_dir / names[0]
+        names = self._job_dir_names()
+        if f"slurm-{self.id}.out" in names:
+            return self.job_dir / f"slurm-{self.id}.out"
+        tasks = self._task_logs(names)
+        if tasks:
+            return next(iter(tasks.values()))
         said = self._live.log_path
         return Path(said) if said and "%" not in said else self.job_dir / f"slurm-{self.id}.out"
 
-    def log_file(self) -> Path:
-        """``log_path``; ``JobLogUnknown`` where Slurm does not say where the job writes."""
-        path = self.log_path
+    def task_logs(self) -> dict[str, Path]:
+        """An array job's output file per task id, in task order (none for a job that is no
+        array, or tasks that have not started): in the job folder as our submit names it, else
+        where Slurm said the task writes. Tasks may share one file (an ``--output`` without %a)."""
+        return self._task_logs(self._job_dir_names())
+
+    def _job_dir_names(self) -> set[str]:
+        return {e.name for e in self.host.list_dir(self.job_dir) or ()} if self.job_dir is not None else set()
+
+    def _task_logs(self, names: set[str]) -> dict[str, Path]:
+        live = self._live
+        prefix = f"slurm-{self.id}_"
+        written = {n[len(prefix):-len(".out")] for n in names if n.startswith(prefix) and n.endswith(".out")}
+        found: dict[str, Path] = {}
+        for task in sorted(set(live.tasks) | {t for t in written if t.isdigit()}, key=int):
+            said = live.task_logs.get(task, "")
+            if task in written:
+                found[task] = self.job_dir / f"{prefix}{task}.out"
+            elif said and "%" not in said:
+                found[task] = Path(said)
+        return found
+
+    def log_file(self, task: str | None = None) -> Path:
+        """``log_path`` (or array task ``task``'s file); ``JobLogUnknown`` where Slurm does not
+        say where the job writes."""
+        path = self.log_path if task is None else self.task_logs().get(str(task))
+        if path is None and task is not None:
+            raise JobLogUnknown(self.id, self.cluster, f"job {self.id} ({self.name}) has no output of a task {task} "
+                                f"yet (its tasks: {', '.join(self._live.tasks) or 'none'})")
         if path is None:
             raise JobLogUnknown(self.id, self.cluster, f"Slurm does not say where job {self.id} ({self.name}) writes "
                                 f"its output: it ended before this process saw it in the queue, and the completion "
@@ -151,11 +179,13 @@ class Job:
             raise JobTimeout(self.id, self.name, self.state, timeout, until="started")
         return self
 
-    def logs(self, tail: int | None = None) -> str:
-        """The job's output so far; only the last ``tail`` lines when given."""
+    def logs(self, tail: int | None = None, task: str | int | None = None) -> str:
+        """The job's output so far (an array's first task's, or task ``task``'s: ``task_logs``);
+        only the last ``tail`` lines when given."""
+        path = self.log_file(None if task is None else str(task))
         if tail is not None:
-            return tail_lines(self.log_file(), tail, host=self.host)
-        follower = LogFollower(self.log_file(), host=self.host)
+            return tail_lines(path, tail, host=self.host)
+        follower = LogFollower(path, host=self.host)
         text = follower.read_new(limit=-1)
         if follower.refused is not None:
             raise LogRefused(str(follower.path), follower.refused)

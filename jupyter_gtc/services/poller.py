@@ -57,6 +57,7 @@ class JobView:
     submitted_at: float | None = None
     log_path: str = ""  # where its batch script writes (an array's first task's), as Slurm says; "" unknown
     work_dir: str = ""
+    task_logs: dict[str, str] = field(default_factory=dict)  # array task id -> where it writes, as Slurm says
 
     @property
     def finished(self) -> bool:
@@ -292,7 +293,7 @@ class ClusterPoller:
                 statuses = ended + queued.get(slurm_id, [])
                 if not statuses:
                     continue
-                view = _aggregate(slurm_id, statuses)
+                view = _keep_paths(_aggregate(slurm_id, statuses), self._views.get(slurm_id))
                 if view != self._views.get(slurm_id):
                     self._views[slurm_id] = view
                     changed.append(view)
@@ -349,10 +350,8 @@ class ClusterPoller:
         before = self._snapshot.views
         views, seen = {}, []
         for slurm_id in [*self._finished, *(i for i in queued if i not in self._finished)]:
-            view = _aggregate(slurm_id, self._finished.get(slurm_id, []) + queued.get(slurm_id, []))
             old = before.get(slurm_id)
-            if not view.log_path and old is not None and old.log_path:
-                view = replace(view, log_path=old.log_path)  # the completion file does not say; squeue did
+            view = _keep_paths(_aggregate(slurm_id, self._finished.get(slurm_id, []) + queued.get(slurm_id, [])), old)
             views[slurm_id] = view
             if view != old:
                 seen.append(view)
@@ -363,6 +362,14 @@ class ClusterPoller:
         with self._changed:
             self._changed.notify_all()
         self._listeners.notify(changed)
+
+
+def _keep_paths(view: JobView, old: JobView | None) -> JobView:
+    """``view`` with the output paths an earlier view had and it lacks: the completion file
+    does not say where a job wrote; squeue did, while it listed the job."""
+    if old is None or (view.log_path or not old.log_path) and old.task_logs.items() <= view.task_logs.items():
+        return view
+    return replace(view, log_path=view.log_path or old.log_path, task_logs={**old.task_logs, **view.task_logs})
 
 
 def _aggregate(slurm_id: str, statuses: list[JobStatus]) -> JobView:
@@ -399,4 +406,6 @@ def _aggregate(slurm_id: str, statuses: list[JobStatus]) -> JobView:
                    user=next((s.user for s in latest.values() if s.user), ""),
                    name=next((s.name for s in latest.values() if s.name), ""), submitted_at=min(submits, default=None),
                    log_path=first.log_path or next((s.log_path for s in latest.values() if s.log_path), ""),
-                   work_dir=first.work_dir)
+                   work_dir=first.work_dir,
+                   task_logs={str(s.array_task_id): s.log_path for s in latest.values()
+                              if s.array_task_id is not None and s.log_path})

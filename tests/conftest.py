@@ -18,8 +18,18 @@ import pytest
 SLURM_PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "tini", "unshare")
 
 
-def small_gpu_spec(name: str, nodes: int = 3, machine: str = "a3-highgpu-8g", **local) -> dict:
-    """A cluster spec in Vertex's camelCase: one GPU pool, one partition, a login pool."""
+def small_gpu_spec(name: str, nodes: int = 3, machine: str = "a3-highgpu-8g", accounting: bool | None = False,
+                   **local) -> dict:
+    """A cluster spec in Vertex's camelCase: one GPU pool, one partition, a login pool.
+
+    ``accounting``: False (here) turns slurmdbd off, True turns it on, None leaves the key out
+    (on: the default a user gets). Off for most tests, which do not use sacct: with it every
+    create takes about a second more and every scale two (slurmctld talks to slurmdbd at each
+    start and stop, ~40 ms a message over loopback), which the suite's time limit cannot absorb
+    (bench/bringup_defaults.py; tests/backends/test_accounting.py tests the default)."""
+    slurm = {"partitions": [{"id": "train", "nodePoolIds": ["gpu"]}], "loginNodePoolId": "login"}
+    if accounting is not None:
+        slurm["accounting"] = {"enabled": accounting}
     return {
         "displayName": name,
         "nodePools": [
@@ -28,10 +38,7 @@ def small_gpu_spec(name: str, nodes: int = 3, machine: str = "a3-highgpu-8g", **
             {"id": "login", "machineSpec": {"machineType": "n2-standard-4"},
              "scalingSpec": {"minNodeCount": 1, "maxNodeCount": 1}},
         ],
-        "orchestratorSpec": {"slurmSpec": {
-            "partitions": [{"id": "train", "nodePoolIds": ["gpu"]}],
-            "loginNodePoolId": "login",
-        }},
+        "orchestratorSpec": {"slurmSpec": slurm},
         # Declare a small share of the machine type: real sizes work too, but small
         # numbers keep `scontrol` output readable when a test fails.
         "local": {"resourceScale": 0.125, **local},

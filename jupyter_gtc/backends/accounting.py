@@ -29,6 +29,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -180,7 +181,7 @@ def _start_database(home: Path, user: str, env: dict[str, str]) -> None:
             raise ClusterStartError(f"could not make the accounting database in {datadir}: {e}") from None
     sock = run / "mysqld.sock"
     sock.unlink(missing_ok=True)
-    port = free_ports(1, "127.0.0.1")[0]
+    port = _port(folder)
     (folder / "db.json").write_text(json.dumps({"port": port}))
     daemons.start(DB_LABEL, ["mariadbd", "--no-defaults", f"--datadir={datadir}", *as_user, f"--socket={sock}",
                              f"--port={port}", "--bind-address=127.0.0.1", "--skip-name-resolve",
@@ -190,6 +191,18 @@ def _start_database(home: Path, user: str, env: dict[str, str]) -> None:
                   run, log / "mariadbd.out", env, plain=_plain())
     _wait(lambda: _sql(home, user, env, "SELECT 1", check=False).returncode == 0,
           f"MariaDB did not answer within {READY_TIMEOUT:.0f} s", log / "mariadbd.log")
+
+
+def _port(folder: Path) -> int:
+    """The database's last port where it is free (a database started again after a crash: the
+    running slurmdbds' configs name that port), else a free one."""
+    try:
+        port = json.loads((folder / "db.json").read_text())["port"]
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", port))
+        return port
+    except (OSError, ValueError, KeyError, TypeError):
+        return free_ports(1, "127.0.0.1")[0]
 
 
 def _plain() -> bool:

@@ -287,8 +287,12 @@ class ClusterSpec(_Model):
         return self.model_dump(mode="json", exclude_none=True)
 
     def to_vertex(self) -> dict[str, Any]:
-        """The camelCase body of a Vertex ``ModelDevelopmentCluster`` (no local options)."""
-        return self.model_dump(mode="json", exclude_none=True, by_alias=True, exclude={"local"})
+        """The camelCase body of a Vertex ``ModelDevelopmentCluster`` (no local options, and no
+        ``accounting`` where it is the default: Vertex has no such field)."""
+        body = self.model_dump(mode="json", exclude_none=True, by_alias=True, exclude={"local"})
+        if self.slurm.accounting == Accounting():
+            del body["orchestratorSpec"]["slurmSpec"]["accounting"]
+        return body
 
 
 def load_cluster_spec(path: str | Path) -> ClusterSpec:

@@ -26,7 +26,7 @@ NAME = "acct"
 
 @pytest.fixture(scope="module")
 def cluster(slurm_available):
-    made = api.create_cluster(small_gpu_spec(NAME, nodes=2))  # no `accounting` key: on by default
+    made = api.create_cluster(small_gpu_spec(NAME, nodes=2, accounting=None))  # no `accounting` key: on by default
     yield made
     run = Path(made.runtime["dir"]) / "run"
     api.delete_cluster(NAME)
@@ -77,7 +77,8 @@ def test_the_databases_password_is_written_in_slurmdbd_conf_alone(cluster):
     home = Path(os.environ["GTC_HOME"])
     # grep reads the state store, not this process: a process that opens and closes an SQLite
     # file it also has a connection to drops that connection's locks (POSIX advisory locks).
-    found = subprocess.run(["grep", "-F", "-l", "-f", "-", *map(str, [*home.glob("state.db*"), *(root / "log").iterdir()])],
+    logs = [*(root / "log").iterdir(), *(home / "accounting" / "log").iterdir()]  # the shared database's too
+    found = subprocess.run(["grep", "-F", "-l", "-f", "-", *map(str, [*home.glob("state.db*"), *logs])],
                            input=password, capture_output=True, text=True)
     assert found.returncode == 1 and not found.stdout, found.stdout
     assert password not in json.dumps(api.get_cluster(NAME).runtime)
@@ -87,7 +88,7 @@ def test_the_databases_password_is_written_in_slurmdbd_conf_alone(cluster):
 
 def test_clusters_of_one_home_share_one_database_each_with_its_own_schema_dropped_at_delete(cluster):
     [database] = _databases()
-    other = api.create_cluster(small_gpu_spec("acct-2", nodes=1))
+    other = api.create_cluster(small_gpu_spec("acct-2", nodes=1, accounting=None))
     try:
         assert _databases() == [database]  # joined the running one
         assert {"acct_acct", "acct_acct_2"} <= set(_schemas())

@@ -130,14 +130,12 @@ def test_a_normal_users_cluster_runs_its_jobs_as_that_user_and_leaves_nothing(sl
     assert not killed
 
 
-# What gtc-test runs: its own cluster with accounting, a failing job, sacct as that user.
+# What gtc-test runs: its own cluster (accounting on by default), a failing job, sacct as that user.
 ACCOUNTING = """
 import json, os, subprocess
 from jupyter_gtc import api
 from tests.conftest import sleep_until, small_gpu_spec
-spec = small_gpu_spec("nracct", nodes=1)
-spec["orchestratorSpec"]["slurmSpec"]["accounting"] = {}
-api.create_cluster(spec)
+api.create_cluster(small_gpu_spec("nracct", nodes=1, accounting=None))
 try:
     job = api.submit_job("nracct", "#!/bin/bash\\nexit 5\\n").wait(timeout=120)
     env = {**os.environ, **api.cluster_env("nracct")}

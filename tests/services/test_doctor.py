@@ -17,7 +17,7 @@ def test_doctor_names_an_attached_cluster_without_accounting_and_what_that_costs
     made = [api.create_cluster(plain).name]
     attached = []
     try:
-        made.append(api.create_cluster(small_gpu_spec("acctslurm", nodes=1)).name)  # keeps accounting: the default
+        made.append(api.create_cluster(small_gpu_spec("acctslurm", nodes=1, accounting=None)).name)  # the default: on
         for name, local in (("noacct", "plainslurm"), ("withacct", "acctslurm")):
             api.attach_cluster({"display_name": name, "slurm_conf": api.cluster_env(local)["SLURM_CONF"],
                                 "jobs_root": str(tmp_path / name)})

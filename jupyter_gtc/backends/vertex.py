@@ -29,6 +29,7 @@ from ..exceptions import ActionNotSupported, CommandError, GtcError, SpecError
 from ..hosts import Host
 from ..hosts.gcs import GcsHost, gcs_path, gcs_uri
 from ..slurm.parse import JobStatus
+from ..spec.job import APPENDED_OUTPUT_ENV
 from ..spec.vertex_job import custom_job
 from ..spec.vertex_target import VertexTarget, parse_vertex_target
 from . import vertex_client
@@ -136,7 +137,8 @@ class VertexBackend(Backend):
         if python_env is not None and str(python_env).strip().lower() != "none":
             raise SpecError("python_env", str(python_env), "nothing, or 'none': a Vertex AI job runs the Python of "
                                                            "its image (--image)")
-        return JobLaunch(script, dict(variables), None)
+        # A CustomJob's log is Vertex's own: no TaskProlog of ours notes a requeue there.
+        return JobLaunch(script, {k: v for k, v in variables.items() if k != APPENDED_OUTPUT_ENV}, None)
 
 
 class VertexCommands:

@@ -71,6 +71,8 @@ def test_a_job_runs_as_a_custom_job_and_its_log_is_read_from_the_bucket(target):
     assert resource.display_name == "hello" and resource.labels["gtc_cluster"] == "vx"
     assert resource.state.name == "JOB_STATE_SUCCEEDED"
     assert resource.job_spec.worker_pool_specs[0].machine_spec.machine_type == "n2-standard-4"
+    sent_env = {e.name for e in resource.job_spec.worker_pool_specs[0].container_spec.env}
+    assert "GTC_JOB_DIR" in sent_env and "GTC_OUTPUT_APPENDED" not in sent_env  # a local cluster's TaskProlog's only
     calls = requests_logged()[before:]
     assert any(c["method"] == "POST" and c["path"].endswith("/customJobs") for c in calls), calls
     assert all(c["status"] == 200 for c in calls), calls  # every call the backend made reached the endpoint

@@ -2,6 +2,7 @@
 
 import json
 import os
+import pwd
 from pathlib import Path
 
 from jupyter_gtc.services.poller import ClusterPoller, _aggregate
@@ -96,7 +97,9 @@ def test_a_finished_job_only_the_completion_file_knows_is_listed_with_its_log(tm
     queue_file.write_text(json.dumps({"errors": [], "jobs": []}))
     started = time.time() - 30
     stamp = datetime.fromtimestamp(started).isoformat(timespec="seconds")
-    jobcomp.write_text(f"JobId=12 UserId=ada(1000) GroupId=ada(1000) Name=eval.sh JobState=COMPLETED Partition=a3 "
+    # This machine's user, who owns the log below: a job's log is read only from its user's file.
+    me = pwd.getpwuid(os.getuid())
+    jobcomp.write_text(f"JobId=12 UserId={me.pw_name}({me.pw_uid}) GroupId={me.pw_name}({me.pw_gid}) Name=eval.sh JobState=COMPLETED Partition=a3 "
                        f"StartTime={stamp} EndTime={stamp} NodeList=a3-0 NodeCnt=1 WorkDir={work} "
                        f"SubmitTime={stamp} ExitCode=0:0\n")
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "QUEUE_FILE": str(queue_file)}
@@ -106,7 +109,7 @@ def test_a_finished_job_only_the_completion_file_knows_is_listed_with_its_log(tm
     snapshot = poller.snapshot(max_age=0)
     view = snapshot.views["12"]
     assert "12" not in snapshot.queued
-    assert (view.state, view.name, view.user, view.exit_code, view.log_path) == ("COMPLETED", "eval.sh", "ada", 0, "")
+    assert (view.state, view.name, view.user, view.exit_code, view.log_path) == ("COMPLETED", "eval.sh", me.pw_name, 0, "")
     job = ForeignJob("c", view, None, poller)
     assert job.log_path is None and not job.managed and job.finished
     log = work / "slurm-12.out"

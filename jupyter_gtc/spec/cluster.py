@@ -10,6 +10,7 @@ parses is safe to provision from.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from enum import Enum
@@ -305,17 +306,41 @@ def load_cluster_spec(path: str | Path) -> ClusterSpec:
     return parse_cluster_spec(parse_spec_text(text, source=str(path)))
 
 
+# A spec is a page of text, scripts included; a bigger one is a mistake or an attack.
+MAX_SPEC_BYTES = 1024 * 1024
+
+
 def parse_spec_text(text: str, source: str = "spec") -> Any:
-    """JSON or YAML text to plain data (YAML is a superset of JSON)."""
+    """JSON or YAML text to plain data (YAML is a superset of JSON), without YAML's aliases:
+    a 678-byte spec of nested ``*alias`` references expanded to 286 MB (a "billion laughs"),
+    and a spec never needs one (write the value again)."""
     import yaml
 
+    if len(text) > MAX_SPEC_BYTES:
+        raise SpecError(source, f"{len(text)} characters", f"a spec may hold at most {MAX_SPEC_BYTES} characters")
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_loader_without_aliases())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise SpecError(source, text[:40] + ("..." if len(text) > 40 else ""),
                         f"it must be JSON or YAML; parsing failed{where}: {getattr(e, 'problem', e)}") from None
+
+
+@functools.cache
+def _loader_without_aliases():
+    import yaml
+
+    class LoaderWithoutAliases(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                alias = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, f"YAML aliases (*{alias.anchor}) are not accepted in a spec: write the value "
+                    f"again where it is needed", alias.start_mark)
+            return super().compose_node(parent, index)
+
+    return LoaderWithoutAliases
 
 
 def parse_cluster_spec(data: Any, display_name: str | None = None) -> ClusterSpec:

@@ -237,3 +237,19 @@ def test_display_name_can_be_given_apart_from_the_spec():
                                  ("orchestrator_spec", '{"slurm_spec": {"partitions": [{"id": "a", "node_pool_ids": ["a"]}]}}')]),
         display_name="new")
     assert spec.name == "new"
+
+
+def test_yaml_aliases_are_refused_before_they_expand():
+    """A 678-byte spec of nested aliases expanded to 286 MB (a "billion laughs"); anchors
+    alone are harmless, an alias is refused naming itself, a huge text is refused unread."""
+    from jupyter_gtc.exceptions import SpecError
+    from jupyter_gtc.spec.cluster import MAX_SPEC_BYTES, parse_spec_text
+
+    laughs = "a: &a [" + ",".join(["lol"] * 9) + "]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(8))
+    assert len(laughs) < 700
+    with pytest.raises(SpecError, match=r"YAML aliases \(\*a\) are not accepted"):
+        parse_spec_text(laughs)
+    assert parse_spec_text("display_name: &n demo\nnode_pools: []") == {"display_name": "demo", "node_pools": []}
+    with pytest.raises(SpecError, match="at most"):
+        parse_spec_text("#" * (MAX_SPEC_BYTES + 1))

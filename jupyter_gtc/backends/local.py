@@ -266,9 +266,34 @@ class LocalBackend(Backend):
             shutil.rmtree(_munge_socket_dir(root, uid), ignore_errors=True)
 
     def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
-        return {"SLURM_CONF": str(Path(runtime["dir"]) / "etc" / "slurm.conf")}
+        """``SLURM_CONF``, for the cluster's own user only: slurm.conf names the plugins Slurm's
+        commands load, and a normal user's is that user's to write (root would run its code)."""
+        root = self._cluster_dir(runtime)
+        uid = _folder_uid(root)
+        if uid is None and os.path.exists(root):
+            raise BackendUnavailable(f"the cluster's folder {root} is reached through a link, which root does not "
+                                     "follow into a folder another user may change; delete the cluster")
+        if uid is not None and uid != os.geteuid():
+            raise BackendUnavailable(f"this cluster's Slurm runs as {_user_name(uid)} (uid {uid}), whose slurm.conf "
+                                     f"names the plugins Slurm's commands load; run them as {_user_name(uid)}")
+        return {"SLURM_CONF": str(root / "etc" / "slurm.conf")}
+
+    def _cluster_dir(self, runtime: dict[str, Any]) -> Path:
+        """The cluster's folder the record names, accepted only where this backend makes one
+        (in this GTC_HOME's clusters/): a record is its writer's word, and root may be reading a
+        normal user's."""
+        root = Path(runtime["dir"])
+        if root.name in ("", "..") or os.path.realpath(root.parent) != os.path.realpath(self.home / "clusters"):
+            raise BackendUnavailable(f"the cluster's record names {root} as its folder, which is not in "
+                                     f"{self.home / 'clusters'}; delete the cluster")
+        return root
 
     def status(self, spec: ClusterSpec, runtime: dict[str, Any]) -> ClusterStatus:
+        try:
+            self.client_env(runtime)
+        except BackendUnavailable as e:
+            return ClusterStatus(False, details={"runs_as": (runtime.get("user") or {}).get("name", "root")},
+                                 problem=str(e))
         run = Path(runtime["dir"]) / "run"
         net = _net(runtime)
         details = {"controller": f"{net.gateway if net else runtime.get('hostname')}:{runtime.get('controller_port')}",
@@ -708,8 +733,15 @@ class LocalBackend(Backend):
 
 
 def _folder_uid(root: Path) -> int | None:
-    """Who owns the cluster folder ``root`` (``<GTC_HOME>/clusters/<name>``), looked at without
-    following a link at ``root`` or at ``clusters``; None where there is no such folder."""
+    """Who owns the cluster folder ``root`` (``<GTC_HOME>/clusters/<name>``), looked at by root
+    without following a link at ``root`` or at ``clusters``; None where there is no such folder.
+    (A normal user's process can harm none but that user's files: a link is its own business.)"""
+    if os.geteuid() != 0:
+        try:
+            st = os.stat(root)
+        except OSError:
+            return None
+        return st.st_uid if stat.S_ISDIR(st.st_mode) else None
     try:
         parent = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
@@ -726,7 +758,11 @@ def _folder_uid(root: Path) -> int | None:
 def _remove_folder(root: Path) -> None:
     """Remove the cluster folder ``root`` and all in it, never through a link: not at ``root``,
     nor at ``clusters`` above it (which its owner could swap for a link after a check, and root
-    would then remove what the link points at), nor inside (rmtree follows none)."""
+    would then remove what the link points at), nor inside (rmtree follows none). A normal
+    user's process may go through a link of its own at ``clusters``."""
+    if os.geteuid() != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        return
     try:
         parent = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:

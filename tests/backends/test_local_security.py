@@ -147,3 +147,46 @@ def test_root_deleting_a_users_cluster_touches_no_folder_or_process_of_roots(nor
                 child.kill()
             p.kill()
             p.wait()
+
+
+# gtc-test's records: one naming a folder outside its clusters/, one its own cluster folder
+# with a slurm.conf of its own (which could name plugins for Slurm's commands to load).
+CRAFT_TWO = """
+import os
+from pathlib import Path
+from jupyter_gtc.state import ClusterRecord, open_store
+from jupyter_gtc.spec import parse_cluster_spec
+from tests.conftest import small_gpu_spec
+home = Path(os.environ["GTC_HOME"])
+store = open_store(home)
+own = home / "clusters" / "own"
+(own / "etc").mkdir(parents=True)
+(own / "etc" / "slurm.conf").write_text("PluginDir=" + str(home) + "\\n")
+for name, folder in (("own", own), ("outside", Path(os.environ["OUTSIDE"]))):
+    spec = parse_cluster_spec(small_gpu_spec(name, nodes=1)).to_json()
+    runtime = {"dir": str(folder), "user": {"uid": 0, "name": "root"}, "node_ports": {}, "node_slots": {}}
+    store.add_cluster(ClusterRecord(name, "local", "RUNNING", spec, runtime))
+print("crafted")
+"""
+
+
+def test_root_never_runs_slurms_commands_with_a_slurm_conf_a_user_wrote(normal_user, tmp_path, monkeypatch):
+    from jupyter_gtc.exceptions import BackendUnavailable
+
+    outside = tmp_path / "outside"
+    (outside / "etc").mkdir(parents=True)
+    home = normal_user.new_home()
+    result = normal_user.python(CRAFT_TWO, home, OUTSIDE=str(outside))
+    assert result.stdout.strip() == "crafted", result.stderr[-2000:]
+    monkeypatch.setenv("GTC_HOME", str(home))
+
+    with pytest.raises(BackendUnavailable, match="not in"):
+        api.cluster_env("outside")
+    with pytest.raises(BackendUnavailable, match=f"runs as {normal_user.name}"):
+        api.cluster_env("own")
+    # Listing says so, without running sinfo as root.
+    problems = {c.name: c.problem for c in api.list_clusters()}
+    assert f"run them as {normal_user.name}" in problems["own"] and "not in" in problems["outside"]
+    for name in ("own", "outside"):
+        api.delete_cluster(name)
+    assert api.list_clusters(with_status=False) == [] and (outside / "etc").is_dir()

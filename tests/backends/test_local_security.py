@@ -20,7 +20,7 @@ import pytest
 
 from jupyter_gtc import api
 from jupyter_gtc.backends import supervisor
-from tests.conftest import small_gpu_spec
+from tests.conftest import sleep_until, small_gpu_spec
 from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slurm
@@ -123,6 +123,7 @@ def test_root_deleting_a_users_cluster_touches_no_folder_or_process_of_roots(nor
     procs = [subprocess.Popen(["sleep", "600"]), subprocess.Popen(["sh", "-c", "sleep 600 & wait"]),
              subprocess.Popen(["sleep", "600"], env={**os.environ, "GTC_DAEMON": f"{run}/ghost"})]
     try:
+        assert sleep_until(lambda: len(psutil.Process(procs[1].pid).children()) == 1, 30)
         started = {p.pid: psutil.Process(p.pid).create_time() for p in procs}
         labels = {"munged": (procs[0].pid, False), "slurmctld": (procs[1].pid, True),
                   "slurmd-gpu-0": (procs[0].pid, True), supervisor.LABEL: (procs[1].pid, False)}

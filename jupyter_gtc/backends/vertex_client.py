@@ -8,8 +8,9 @@ piece is ``SettingMissing``, saying each way to set it.
 
 Credentials are never ours to keep: Google's application default credentials (``gcloud auth
 application-default login``, a service account on a VM) for Vertex AI itself; for the local
-Vertex endpoint (``api_endpoint: local``) its token, read from its owner-only record at each
-connection, so it is never in the state store, a settings file or a log.
+Vertex endpoint (``api_endpoint: local``) none: it knows its own user's calls by their
+connection (``vertex/guard.py``), so no secret is in a URL, the state store, a settings
+file, a log or an error. Its port is read from its owner-only record at each connection.
 """
 
 from __future__ import annotations
@@ -129,8 +130,7 @@ _lock = threading.Lock()
 
 def job_client(runtime: dict[str, Any], home: Path, endpoint: Any = _FIND):
     """A ``JobServiceClient`` (REST) for the target: the local endpoint (``endpoint``, found
-    when not given) with its token of now, or the region's Vertex AI API with the application
-    default credentials."""
+    when not given), or the region's Vertex AI API with the application default credentials."""
     from google.cloud import aiplatform_v1
 
     if endpoint is _FIND:
@@ -138,7 +138,7 @@ def job_client(runtime: dict[str, Any], home: Path, endpoint: Any = _FIND):
     if endpoint is not None:
         from google.auth.credentials import AnonymousCredentials
 
-        # http:// keeps plain HTTP on loopback; the token is the path prefix of every call.
+        # http:// keeps plain HTTP on loopback; no credentials: the endpoint knows this user's calls.
         return aiplatform_v1.JobServiceClient(credentials=AnonymousCredentials(), transport="rest",
                                               client_options={"api_endpoint": endpoint.api_endpoint})
     api = runtime.get("api_endpoint") or f"{runtime['region']}-aiplatform.googleapis.com"

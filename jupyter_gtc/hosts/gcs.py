@@ -14,21 +14,49 @@ a disk. There are no links, and no commands: ``run`` refuses.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._process import Result
-from ..exceptions import GtcError
+from ..exceptions import GtcError, InvalidArgument
 from .base import DirEntry, FileStat, Host, HostPath
 
 MOUNT = "/gcs"  # where Vertex AI mounts buckets in a job (Cloud Storage FUSE)
 FOLDER_MARK = ".gtc-folder"
 
 
+_BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # Cloud Storage's are stricter; this is what a folder may be
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why ``uri`` (``gs://BUCKET/OBJECT``, or ``BUCKET/OBJECT``) is no object of a bucket:
+    no bucket (``gs:///etc/x``, which would be /etc/x as a path), or a path that steps out of
+    its bucket (``..``); None when it is one."""
+    bucket, _, name = uri.removeprefix("gs://").partition("/")
+    if not _BUCKET.fullmatch(bucket):
+        return (f"{uri!r} names no bucket ({bucket!r}): a Cloud Storage URI is gs://BUCKET/OBJECT, BUCKET of "
+                f"letters, digits, '.', '_' and '-'")
+    if any(part in (".", "..") for part in name.split("/")):
+        return f"{uri!r} steps out of its bucket ('.' or '..' in the object's path): gs://BUCKET/OBJECT, OBJECT inside it"
+    return None
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """``gs://b/x/y/`` -> ("b", "x/y"); a URI with no bucket, or stepping out of it, is
+    ``InvalidArgument`` naming it (``uri_problem``)."""
+    problem = uri_problem(uri)
+    if problem:
+        raise InvalidArgument(problem)
+    bucket, _, name = uri.removeprefix("gs://").partition("/")
+    return bucket, "/".join(part for part in name.split("/") if part)
+
+
 def gcs_path(uri: str) -> str:
     """``gs://b/x/y`` -> ``/gcs/b/x/y``."""
-    return f"{MOUNT}/{uri.removeprefix('gs://').strip('/')}"
+    bucket, name = split_uri(uri)
+    return f"{MOUNT}/{bucket}" + (f"/{name}" if name else "")
 
 
 def gcs_uri(path: HostPath) -> str:
@@ -39,7 +67,7 @@ def gcs_uri(path: HostPath) -> str:
 def _split(path: HostPath) -> tuple[str, str]:
     """``/gcs/b/x/y`` -> ("b", "x/y"); a path outside ``/gcs/BUCKET`` is a ``ValueError``."""
     text = str(path)
-    if not text.startswith(MOUNT + "/") or ".." in text.split("/"):
+    if not text.startswith(MOUNT + "/") or uri_problem(text[len(MOUNT) + 1:]):
         raise ValueError(f"{text!r} is no Cloud Storage path: /gcs/BUCKET/OBJECT, as a Vertex AI job mounts buckets")
     bucket, _, name = text[len(MOUNT) + 1:].partition("/")
     return bucket, name.strip("/")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import math
 import re
 import secrets
@@ -26,10 +27,13 @@ from google.protobuf import json_format
 from ..backends import get_backend
 from ..backends.base import PartitionLayout
 from ..exceptions import ClusterBusy, InvalidArgument, JobNotFound, SpecError
+from ..hosts.gcs import split_uri, uri_problem
 from ..spec import machines
 from ..state.store import VertexJobRecord
 from . import vertex_local
 from .jobs import Job, JobService
+
+log = logging.getLogger("jupyter_gtc.vertex_endpoint")
 
 # The batch script of every CustomJob (no part of it comes from the request: the pools' commands
 # reach each task as JSON in its environment). Host names are expanded once, here, for all tasks.
@@ -121,6 +125,67 @@ def _field(resource: dict[str, Any], key: str) -> Any:
     return resource.get(key)
 
 
+# Fields the local endpoint takes (Vertex AI has them) but cannot apply on a Slurm cluster of
+# this machine: a job that sets one runs without it, and says so (the label NOT_APPLIED_LABEL,
+# a line at the top of its log, the endpoint's log). A disk_spec is left out: the SDK sends
+# one by default, and a node's disk is what it is.
+NOT_APPLIED = {
+    "persistent_resource_id": "no persistent resources here: the job runs on the endpoint's cluster",
+    "service_account": "the job runs as the endpoint's user",
+    "network": "the job runs on the cluster's own network",
+    "reserved_ip_ranges": "the job runs on the cluster's own network",
+    "psc_interface_config": "no Private Service Connect here: the job runs on the cluster's own network",
+    "protected_artifact_location_id": "artifacts stay in the local buckets",
+    "tensorboard": "no Vertex AI TensorBoard here; the job's event files are in its folder (job.plot(), gtc)",
+    "enable_web_access": "no interactive shell through Vertex here; the nodes are this machine's",
+    "enable_dashboard_access": "no dashboard here",
+    "experiment": "no Vertex AI Experiments here",
+    "experiment_run": "no Vertex AI Experiments here",
+    "models": "no Model Registry here",
+    "scheduling.restart_job_on_worker_restart": "the job is not restarted when a replica ends",
+    "scheduling.strategy": "the cluster's nodes are neither spot nor flex-start",
+    "scheduling.max_wait_duration": "the job waits in the cluster's queue as long as it takes",
+    "scheduling.disable_retries": "the local endpoint never retries a job",
+}
+NOT_APPLIED_IN_POOL = {
+    "nfs_mounts": "no NFS mounts here; the buckets are mounted at GTC_GCS_MOUNT",
+    "lustre_mounts": "no Lustre mounts here; the buckets are mounted at GTC_GCS_MOUNT",
+    "machine_spec.tpu_topology": "no TPUs here",
+    "machine_spec.reservation_affinity": "no reservations here: the cluster's nodes are all there is",
+    "machine_spec.gpu_partition_size": "GPUs are not partitioned here",
+}
+NOT_APPLIED_LABEL = "gtc_not_applied"
+
+
+def _is_set(message: Any, path: str) -> bool:
+    for name in path.split("."):
+        if name not in type(message).pb().DESCRIPTOR.fields_by_name or name not in message:
+            return False
+        message = getattr(message, name)
+    return True
+
+
+def not_applied(job_spec: Any, prefix: str) -> dict[str, str]:
+    """The fields of ``job_spec`` (a ``CustomJobSpec``, at ``prefix``) that are set and that the
+    local endpoint does not apply: {field's path: why}."""
+    found = {f"{prefix}.{path}": why for path, why in NOT_APPLIED.items() if _is_set(job_spec, path)}
+    for index, pool in enumerate(job_spec.worker_pool_specs):
+        found.update({f"{prefix}.worker_pool_specs[{index}].{path}": why
+                      for path, why in NOT_APPLIED_IN_POOL.items() if _is_set(pool, path)})
+    return found
+
+
+def mark_not_applied(message: Any, fields: dict[str, str]) -> str:
+    """Label ``message`` with the short names of ``fields`` (a label value takes [a-z0-9_-],
+    63 at most) and return the note for the job's log; '' when there are none."""
+    if not fields:
+        return ""
+    short = "-".join(dict.fromkeys(path.rsplit(".", 1)[-1] for path in fields))
+    message.labels[NOT_APPLIED_LABEL] = short if len(short) <= 63 else short[:58] + "-more"
+    log.warning("%s %r: not applied: %s", type(message).__name__, message.display_name, ", ".join(fields))
+    return "jupyter_gtc: not applied on this cluster: " + "; ".join(f"{path} ({why})" for path, why in fields.items())
+
+
 def new_id() -> str:
     """A job id as Vertex makes them: 19 decimal digits."""
     return str(10**18 + secrets.randbelow(9 * 10**18))
@@ -144,9 +209,10 @@ class VertexCollection:
         if not message.display_name:
             raise SpecError("display_name", "", "a name for the job; the SDK's display_name=")
         job_id = new_id()
+        note = mark_not_applied(message, self._not_applied(message))
         record = VertexJobRecord(f"{parent}/{self.kind}/{job_id}", self.kind, parent, self.cluster, "",
                                  to_json(message))
-        record.ref = self._start(message, job_id)
+        record.ref = self._start(message, job_id, note)
         self.store.add_vertex_job(record)
         return self._resource(record)
 
@@ -174,6 +240,12 @@ class VertexCollection:
                                               f"still running; cancel it and delete it once it has ended")
         self.store.remove_vertex_job(name)
 
+    def _layouts(self) -> list[PartitionLayout]:
+        """The endpoint's cluster's partitions (nodes, machine types, GPUs)."""
+        record = self.store.get_cluster(self.cluster)
+        backend = get_backend(record.backend, self.jobs.clusters.home)
+        return backend.partitions(backend.parse_spec(record.spec), record.runtime)
+
     def _record(self, name: str) -> VertexJobRecord:
         record = self.store.get_vertex_job(name)
         if record is None or record.kind != self.kind:
@@ -182,8 +254,13 @@ class VertexCollection:
 
     # -- what a subclass says ---------------------------------------------------------
 
-    def _start(self, message: Any, job_id: str) -> str:
-        """Submit ``message``'s job or study; returns its ``ref``."""
+    def _not_applied(self, message: Any) -> dict[str, str]:
+        """Fields of ``message`` set but not applied here: {path: why}."""
+        return {}
+
+    def _start(self, message: Any, job_id: str, note: str = "") -> str:
+        """Submit ``message``'s job or study (``note``: what of it is not applied, for its log);
+        returns its ``ref``."""
         raise NotImplementedError
 
     def _running(self, record: VertexJobRecord) -> bool:
@@ -202,8 +279,16 @@ class VertexJobs(VertexCollection):
     kind = "customJobs"
     message_type = vx.CustomJob
 
-    def _start(self, custom_job: Any, job_id: str) -> str:
+    def _not_applied(self, custom_job: Any) -> dict[str, str]:
+        found = not_applied(custom_job.job_spec, "job_spec")
+        if "encryption_spec" in custom_job:
+            found["encryption_spec"] = "the local buckets are not encrypted with your key"
+        return found
+
+    def _start(self, custom_job: Any, job_id: str, note: str = "") -> str:
         options, env = self._submission(custom_job, job_id)
+        if note:
+            env["GTC_VERTEX_NOTE"] = "; ".join(filter(None, [note, env.get("GTC_VERTEX_NOTE")]))
         return self.jobs.submit(self.cluster, SCRIPT, options, env=env, default_name=custom_job.display_name).id
 
     def _running(self, record: VertexJobRecord) -> bool:
@@ -226,9 +311,7 @@ class VertexJobs(VertexCollection):
         spec = custom_job.job_spec
         gcs_root = vertex_local.gcs_root(self.jobs.clusters.home)
         pools = _pools(spec.worker_pool_specs, gcs_root)
-        record = self.store.get_cluster(self.cluster)
-        backend = get_backend(record.backend, self.jobs.clusters.home)
-        layouts = backend.partitions(backend.parse_spec(record.spec), record.runtime)
+        layouts = self._layouts()
         partition = None
         for index, pool in enumerate(spec.worker_pool_specs):
             if pools[index] is None:
@@ -370,20 +453,32 @@ def _python_package(spec: Any, replicas: int, where: str, gcs_root: Path) -> dic
 
 def gcs_path(gcs_root: Path, uri: str, where: str) -> Path:
     """Where ``gs://bucket/object`` lies here: ``<gcs_root>/bucket/object`` (what the local
-    storage emulator serves)."""
-    if not uri.startswith("gs://") or "/" not in uri[5:] or ".." in uri.split("/"):
-        raise SpecError(where, uri, "a gs://bucket/object URI")
-    return gcs_root / uri[5:]
+    storage emulator serves); never outside that bucket's folder."""
+    if not uri.startswith("gs://"):
+        raise SpecError(where, uri, "a gs://BUCKET/OBJECT URI")
+    problem = uri_problem(uri)
+    if problem:
+        raise SpecError(where, uri, problem)
+    bucket, name = split_uri(uri)
+    if not name:
+        raise SpecError(where, uri, "a gs://BUCKET/OBJECT URI: it names a bucket, no object in it")
+    return gcs_root / bucket / name
 
 
 def _partition_for(layouts: list[PartitionLayout], machine_spec: Any, where: str, cluster: str) -> PartitionLayout:
-    """The partition a pool of ``machine_spec`` runs on: one with nodes of that machine type,
-    else (a machine type the cluster lacks) the default one if its nodes have the GPUs asked,
-    else the first that has."""
+    """The partition a pool of ``machine_spec`` runs on: one with nodes of that machine type; a
+    machine type the cluster lacks is refused, naming those it has (never another machine in
+    silence). Only a cluster whose partitions name no machine types (attached) is chosen by the
+    GPUs asked: the default partition if its nodes have them, else the first that has."""
     want = machine_spec.machine_type
     exact = [p for p in layouts if want in p.node_types]
     if exact:
         return exact[0]
+    types = sorted({t for p in layouts for t in p.node_types if t})
+    if types:
+        raise SpecError(where, want, f"a machine type of {cluster}'s nodes: {', '.join(types)} (the local endpoint "
+                                     f"runs a pool on nodes of its machine type, and {cluster} has no "
+                                     f"{want or 'unnamed'} nodes)")
     machine = machines.lookup(want) if want else None
     gpus = machine_spec.accelerator_count or (machine.gpu_count if machine else 0)
     fits = [p for p in layouts if p.nodes and min(p.node_gpus) >= gpus]

@@ -18,16 +18,20 @@ from ..exceptions import SpecError, StudyNotFound
 from ..state.store import VertexJobRecord
 from .jobs import JobService
 from .tuning import Study, TuningService
-from .vertex import VertexCollection, _time, to_json, with_zeros
+from .vertex import VertexCollection, _partition_for, _time, not_applied, to_json, with_zeros
 
 _STATE = vx.JobState
 # Our studies' states as Vertex names a tuning job's.
 STUDY_STATES = {"RUNNING": _STATE.JOB_STATE_RUNNING, "STOPPING": _STATE.JOB_STATE_CANCELLING,
                 "SUCCEEDED": _STATE.JOB_STATE_SUCCEEDED, "FAILED": _STATE.JOB_STATE_FAILED,
                 "STOPPED": _STATE.JOB_STATE_CANCELLED}
-# Optuna's trial states as Vertex's: a trial stopped early has ended with its last measurement.
+# Optuna's trial states as Vertex's: a trial stopped early by the early-stopping rule has ended
+# with its last measurement; one cut off by a cancel or a stop is STOPPING (Vertex's Trial has
+# no later state for it), without a final measurement (_trial).
 TRIAL_STATES = {"RUNNING": vx.Trial.State.ACTIVE, "COMPLETE": vx.Trial.State.SUCCEEDED,
                 "PRUNED": vx.Trial.State.SUCCEEDED, "FAIL": vx.Trial.State.INFEASIBLE}
+EARLY_STOPPED = " rule"  # how the driver's reason for a trial pruned by the early-stopping rule ends
+_CODE_CANCELLED = 1  # google.rpc.Code CANCELLED
 
 
 class VertexTuningJobs(VertexCollection):
@@ -40,7 +44,18 @@ class VertexTuningJobs(VertexCollection):
         super().__init__(jobs, cluster)
         self.tuning = tuning
 
-    def _start(self, message: Any, job_id: str) -> str:
+    def _not_applied(self, message: Any) -> dict[str, str]:
+        found = not_applied(message.trial_job_spec, "trial_job_spec")
+        if "encryption_spec" in message:
+            found["encryption_spec"] = "the local buckets are not encrypted with your key"
+        return found
+
+    def _start(self, message: Any, job_id: str, note: str = "") -> str:
+        layouts = self._layouts()
+        for index, pool in enumerate(message.trial_job_spec.worker_pool_specs):
+            if "container_spec" in pool or "python_package_spec" in pool or pool.replica_count:
+                _partition_for(layouts, pool.machine_spec,
+                               f"trial_job_spec.worker_pool_specs[{index}].machine_spec.machine_type", self.cluster)
         body = with_zeros(message)  # a parameter's bound of 0 is absent from the request
         for index, pool in enumerate(body.get("trialJobSpec", {}).get("workerPoolSpecs", [])):
             if "pythonPackageSpec" in pool:
@@ -78,6 +93,12 @@ class VertexTuningJobs(VertexCollection):
         resource.state = state
         if state == _STATE.JOB_STATE_FAILED:
             resource.error = {"code": 3, "message": snapshot.reason or "the study failed"}
+        elif state == _STATE.JOB_STATE_CANCELLED:
+            stopped = [t.trial_id for t in snapshot.trials if _cut_off(t)]
+            resource.error = {"code": _CODE_CANCELLED, "message": "CANCELED: the tuning job was cancelled ("
+                              + (snapshot.reason or "stopped") + ")"
+                              + (f"; trial(s) {', '.join(stopped)} were stopped before they ended" if stopped
+                                 else "")}
         started = [t.started for t in snapshot.trials if t.started]
         if started:
             resource.start_time = _time(min(started))
@@ -88,15 +109,22 @@ class VertexTuningJobs(VertexCollection):
         return to_json(resource)
 
 
+def _cut_off(t: Any) -> bool:
+    """A trial stopped by a cancel or a stop of the study (or of the trial), not by the
+    early-stopping rule: it has no final measurement."""
+    return t.state == "PRUNED" and not (t.reason or "").endswith(EARLY_STOPPED)
+
+
 def _trial(t: Any, metric: str) -> vx.Trial:
     """One of our trials as Vertex reports it."""
-    trial = vx.Trial(id=t.trial_id, state=TRIAL_STATES.get(t.state, vx.Trial.State.ACTIVE),
+    state = vx.Trial.State.STOPPING if _cut_off(t) else TRIAL_STATES.get(t.state, vx.Trial.State.ACTIVE)
+    trial = vx.Trial(id=t.trial_id, state=state,
                      parameters=[vx.Trial.Parameter(parameter_id=k, value=v) for k, v in t.params.items()])
     if t.started:
         trial.start_time = _time(t.started)
     if t.finished:
         trial.end_time = _time(t.finished)
-    if t.value is not None and t.state in ("COMPLETE", "PRUNED"):
+    if t.value is not None and state == vx.Trial.State.SUCCEEDED:
         trial.final_measurement = vx.Measurement(step_count=t.step or 0,
                                                  metrics=[vx.Measurement.Metric(metric_id=metric, value=t.value)])
     if t.state == "FAIL" and t.reason:

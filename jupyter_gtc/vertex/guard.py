@@ -255,4 +255,5 @@ class GuardedHandler(BaseHTTPRequestHandler):
         if self._continue_asked and length:
             self.send_response_only(100)
             self.end_headers()
+        self._continue_asked = False  # asked anew by the connection's next request, if at all
         return length

@@ -4,6 +4,8 @@ write there through the mount); and its client never shows the local endpoint's 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from jupyter_gtc.hosts.gcs import GcsHost, gcs_path, gcs_uri
@@ -38,6 +40,24 @@ def test_paths_are_where_vertex_mounts_buckets():
     assert gcs_path("gs://b/jobs/x/") == "/gcs/b/jobs/x" and gcs_uri("/gcs/b/jobs/x") == "gs://b/jobs/x"
     with pytest.raises(ValueError, match="/gcs/BUCKET/OBJECT"):
         gcs_uri("/tmp/x")
+
+
+@pytest.mark.parametrize("uri", ["gs:///etc/passwd", "gs://b/../../etc/passwd", "gs://b/x/../../../etc/passwd",
+                                 "gs://../etc/passwd"])
+def test_a_uri_without_a_bucket_or_stepping_out_of_it_is_refused_naming_it(uri, tmp_path, monkeypatch):
+    from jupyter_gtc.exceptions import InvalidArgument, SpecError
+    from jupyter_gtc.recipes.paths import output_path
+    from jupyter_gtc.services.vertex import gcs_path as local_file
+
+    with pytest.raises(InvalidArgument, match=re.escape(repr(uri))):
+        gcs_path(uri)  # the vertex backend's job folders
+    monkeypatch.setenv("GTC_GCS_MOUNT", str(tmp_path))
+    with pytest.raises(InvalidArgument, match=re.escape(repr(uri))):
+        output_path(uri)  # a program's AIP_MODEL_DIR in a job
+    with pytest.raises(SpecError) as info:
+        local_file(tmp_path, uri, "job_spec.worker_pool_specs[0].python_package_spec.package_uris")  # the endpoint's
+    assert info.value.field.endswith("package_uris") and info.value.value == uri
+    assert local_file(tmp_path, "gs://b//x/y", "f") == tmp_path / "b" / "x" / "y"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -129,7 +129,7 @@ def test_from_local_script_uploads_installs_and_runs_the_script(aiplatform, tmp_
     job = aiplatform.CustomJob.from_local_script(
         display_name="local-script", script_path=str(script), args=["--lr", "0.1"], replica_count=1,
         container_uri="us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest",
-        machine_type="n2-standard-4")
+        machine_type="a3-highgpu-8g")
     job.run()
     assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
     package = job.job_spec.worker_pool_specs[0].python_package_spec.package_uris[0]
@@ -214,9 +214,13 @@ def test_cancelling_a_tuning_job_stops_its_trials(aiplatform):
 
     assert sleep_until(a_trial_runs, timeout=120)
     job.cancel()
-    with pytest.raises(RuntimeError):
-        job.wait_for_completion()
-    assert job.state == aiplatform.gapic.JobState.JOB_STATE_CANCELLED
+    with pytest.raises(RuntimeError, match="CANCELED: the tuning job was cancelled") as info:
+        job.wait_for_completion()  # what run() raises: never an empty error
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_CANCELLED and job.error.code == 1  # CANCELLED
+    cut_off = job.trials  # the trials that had started; each was running when cancelled
+    assert cut_off and {t.state.name for t in cut_off} == {"STOPPING"}, cut_off
+    assert not [t for t in cut_off if t.final_measurement.metrics]  # no measurement made up
+    assert f"trial(s) {', '.join(t.id for t in cut_off)} were stopped" in str(info.value)
     assert {api.get_job(t.job_id, "vertex").wait(timeout=60).state for t in study.snapshot().trials if t.job_id} \
         == {"CANCELLED"}
 
@@ -246,6 +250,61 @@ def test_a_misspelled_field_is_refused_and_nothing_runs(endpoint):
     assert (info.value.code, error["status"]) == (400, "INVALID_ARGUMENT")
     assert "workerPoolSpec" in error["message"]
     assert len(api.list_jobs("vertex", foreign=False)) == before
+
+
+def test_a_package_uri_without_a_bucket_is_refused_not_read_from_the_root(endpoint):
+    body = {"displayName": "escape", "jobSpec": {"workerPoolSpecs": [
+        {"machineSpec": {"machineType": "a3-highgpu-8g"}, "replicaCount": "1",
+         "pythonPackageSpec": {"executorImageUri": IMAGE, "packageUris": ["gs:///etc/passwd"],
+                               "pythonModule": "trainer.task"}}]}}
+    request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/customJobs",
+                                     data=json.dumps(body).encode(), method="POST")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=30)
+    error = json.loads(info.value.read())["error"]
+    assert error["status"] == "INVALID_ARGUMENT" and "gs:///etc/passwd" in error["message"], error
+    assert "package_uris" in error["message"] and "no bucket" in error["message"], error
+
+
+def test_a_machine_type_the_cluster_lacks_is_refused_naming_those_it_has(aiplatform):
+    from google.api_core import exceptions
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+
+    job = aiplatform.CustomJob(display_name="elsewhere", worker_pool_specs=[{
+        "machine_spec": {"machine_type": "n2-standard-4"}, "replica_count": 1,
+        "container_spec": {"image_uri": IMAGE, "command": ["true"]}}])
+    with pytest.raises(exceptions.BadRequest) as info:
+        job.run()
+    for named in ("job_spec.worker_pool_specs[0].machine_spec.machine_type", "n2-standard-4", "a3-highgpu-8g"):
+        assert named in str(info.value), info.value
+    tuning = aiplatform.HyperparameterTuningJob(
+        display_name="tune-elsewhere", custom_job=job, metric_spec={"loss": "minimize"},
+        parameter_spec={"x": hpt.DoubleParameterSpec(min=0, max=1, scale="linear")}, max_trial_count=1,
+        parallel_trial_count=1)
+    with pytest.raises(exceptions.BadRequest) as info:
+        tuning.run()
+    for named in ("trial_job_spec.worker_pool_specs[0].machine_spec.machine_type", "n2-standard-4", "a3-highgpu-8g"):
+        assert named in str(info.value), info.value
+
+
+def test_fields_the_endpoint_does_not_apply_are_named_on_the_job_and_in_its_log(aiplatform, endpoint):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    client = aiplatform_v1.JobServiceClient(credentials=AnonymousCredentials(), transport="rest",
+                                            client_options={"api_endpoint": endpoint.api_endpoint})
+    spec = pool(["true"])
+    created = client.create_custom_job(parent="projects/local-project/locations/us-central1", custom_job={
+        "display_name": "not-applied",
+        "job_spec": {"worker_pool_specs": [spec], "service_account": "trainer@p.iam.gserviceaccount.com",
+                     "psc_interface_config": {"network_attachment": "projects/p/regions/r/networkAttachments/a"}}})
+    assert created.labels["gtc_not_applied"] == "service_account-psc_interface_config", created.labels
+    job = aiplatform.CustomJob.get(created.name)
+    job.wait_for_completion()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED  # it ran, without them
+    note = our_job(job).logs().splitlines()[0]
+    assert note.startswith("jupyter_gtc: not applied on this cluster: job_spec.service_account (the job runs as "
+                           "the endpoint's user); job_spec.psc_interface_config (no Private Service Connect"), note
 
 
 def test_a_pool_with_too_many_replicas_names_the_field(endpoint):
@@ -410,7 +469,7 @@ ip.run_line_magic("load_ext", "jupyter_gtc")
 ip.run_line_magic("gtc_vertex_local", "vertex")
 aiplatform.init(project="my-project")  # a user's own init later keeps the endpoint
 job = aiplatform.CustomJob(display_name="from-the-magic", worker_pool_specs=[{
-    "machine_spec": {"machine_type": "n2-standard-4"}, "replica_count": 1,
+    "machine_spec": {"machine_type": "a3-highgpu-8g"}, "replica_count": 1,
     "container_spec": {"image_uri": "python:3.11", "command": ["true"]}}])
 job.run()
 print("RESULT", job.resource_name, job.state.name)

@@ -56,7 +56,9 @@ def cluster_behind_login(slurm_available, tmp_path_factory):
 
     if SSHD is None or os.getuid() != 0:
         pytest.skip("the login node's sshd runs as root, from Debian's openssh-server (make setup installs it)")
-    spec = small_gpu_spec("behind", nodes=2, network="namespaces")
+    # A site's cluster, as the attached backend finds one: no supervisor of ours asking
+    # slurmctld for its jobs (the poller's own requests are counted below).
+    spec = small_gpu_spec("behind", nodes=2, network="namespaces", supervisor=False)
     instance = "projects/p/locations/z/instances/scratch"
     spec["nodePools"][0]["filestores"] = [{"filestore": instance, "mountPath": SHARED}]
     cluster = api.create_cluster(spec)

@@ -478,7 +478,8 @@ def _vertex_serve(args) -> None:
 
     def ready(endpoint, record) -> None:
         print(f"Vertex AI endpoint for cluster {cluster} at http://{endpoint.host}:{endpoint.port}/ (Ctrl-C stops it)\n"
-              f"Its URL with the token is in {record}, readable by you only. Point the SDK at it with:\n"
+              f"It serves you with no secret; others need its token, in {record} (readable by you only), in "
+              f"an Authorization: Bearer header. Point the SDK at it with:\n"
               f"  from jupyter_gtc import api\n"
               f"  aiplatform.init(project=\"local-project\", location=\"us-central1\", api_transport=\"rest\",\n"
               f"                  api_endpoint=api.find_vertex_endpoint({endpoint.port}).api_endpoint,\n"

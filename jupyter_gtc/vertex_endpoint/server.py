@@ -120,14 +120,16 @@ class Handler(GuardedHandler):
         if length is None:
             return
         body = self.rfile.read(length)
-        status, answer = self._route(method, urllib.parse.unquote(url.path.lstrip("/")), url.query, body)
+        # A token put in the path (as a URL of old had it) is never repeated: not in the log, not in an answer.
+        path = url.path.replace(self.server.token, "…") if self.server.token else url.path
+        status, answer = self._route(method, urllib.parse.unquote(path.lstrip("/")), url.query, body)
         data = json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-        self.server.record(method, url.path, status, (time.monotonic() - self._started) * 1000)
+        self.server.record(method, path, status, (time.monotonic() - self._started) * 1000)
 
     def refused(self, code: int) -> None:
         started = getattr(self, "_started", time.monotonic())

@@ -432,6 +432,14 @@ def test_an_sdk_error_shows_no_secret(aiplatform, endpoint):
     assert endpoint.token not in api.vertex_request_log().read_text()
 
 
+def test_a_token_put_in_the_path_as_urls_of_old_did_is_never_repeated(endpoint):
+    url = f"http://127.0.0.1:{endpoint.port}/{endpoint.token}/v1/projects/p/locations/l/customJobs"
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(url, timeout=30)
+    assert info.value.code == 404 and endpoint.token not in info.value.read().decode()
+    assert endpoint.token not in api.vertex_request_log().read_text()
+
+
 def test_a_custom_jobs_environment_holds_no_token(aiplatform, endpoint):
     job = aiplatform.CustomJob(display_name="environment", worker_pool_specs=[
         pool(["python3", "-c", "import json, os; print(json.dumps(dict(os.environ)))"])])

@@ -76,12 +76,15 @@ def main() -> int:
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
-    up0, down0 = (statistics.median(c) for c in zip(*runs["alone"]))
-    print(f"2-node local cluster, median of {args.repeat}: create to all idle, and delete")
-    print(f"{'':34} {'create':>8} {'x alone':>8} {'delete':>8} {'x alone':>8}")
-    for key, (label, *_) in SETUPS.items():
-        up, down = (statistics.median(c) for c in zip(*runs[key]))
-        print(f"{label:34} {up:>7.2f}s {up / up0:>8.2f} {down:>7.2f}s {down / down0:>8.2f}")
+    # The best of the runs too: a create is a fraction of a second, and a busy machine (a
+    # slurmd's first registration missed, retried a second later) moves a median.
+    for name, pick in (("median", statistics.median), ("best", min)):
+        up0, down0 = (pick(c) for c in zip(*runs["alone"]))
+        print(f"2-node local cluster, {name} of {args.repeat}: create to all idle, and delete")
+        print(f"{'':34} {'create':>8} {'x alone':>8} {'delete':>8} {'x alone':>8}")
+        for key, (label, *_) in SETUPS.items():
+            up, down = (pick(c) for c in zip(*runs[key]))
+            print(f"{label:34} {up:>7.2f}s {up / up0:>8.2f} {down:>7.2f}s {down / down0:>8.2f}")
     return 0
 
 

@@ -379,10 +379,6 @@ class LocalBackend(Backend):
             daemons.start(f"slurmd-{name}", argv, run, log, env, prefix=netns.exec_prefix(net, name), hostname=name,
                           hosts_file=hosts_file, **self._node_init(spec, root, name))
         self._wait_node_init(spec, root, net, slots, to_start, progress)
-        if spec.local.supervisor and daemons.find(supervisor.LABEL, run) is None:
-            progress("starting the supervisor")
-            daemons.start(supervisor.LABEL, [sys.executable, "-m", "jupyter_gtc.backends.supervisor", str(self.home),
-                                             spec.name], run, root / "log" / "supervisor.out", env, plain=True)
         if running & set(wanted) and restart_controller:
             # Nodes that stayed up re-read slurm.conf and learn the new node list. scontrol
             # answers once slurmctld has rebuilt its node table, which forgets every node's
@@ -391,6 +387,11 @@ class LocalBackend(Backend):
             self._wait_controller(runtime)
             self.commands(runtime).reconfigure()
         self._wait_ready(spec, runtime, progress)
+        if spec.local.supervisor and daemons.find(supervisor.LABEL, run) is None:
+            # Once the nodes are up: its Python's start takes CPU the nodes' bring-up would wait for.
+            progress("starting the supervisor")
+            daemons.start(supervisor.LABEL, [sys.executable, "-m", "jupyter_gtc.backends.supervisor", str(self.home),
+                                             spec.name], run, root / "log" / "supervisor.out", env, plain=True)
 
     def _write_config(self, spec: ClusterSpec, runtime: dict[str, Any]) -> None:
         root = Path(runtime["dir"])

@@ -30,7 +30,8 @@ from .tuning.trials import StudySnapshot, TrialView
 STUDY_STATES = {"JOB_STATE_QUEUED": "RUNNING", "JOB_STATE_PENDING": "RUNNING", "JOB_STATE_RUNNING": "RUNNING",
                 "JOB_STATE_CANCELLING": "STOPPING", "JOB_STATE_SUCCEEDED": "SUCCEEDED",
                 "JOB_STATE_FAILED": "FAILED", "JOB_STATE_CANCELLED": "STOPPED", "JOB_STATE_EXPIRED": "FAILED"}
-# A Vertex trial's states as Optuna's, which the panel shows.
+# A Vertex trial's states as Optuna's, which the panel shows. A STOPPING trial with an end time
+# has been stopped (a cancelled tuning job leaves its cut-off trials so): PRUNED (_trial).
 TRIAL_STATES = {"REQUESTED": "RUNNING", "ACTIVE": "RUNNING", "STOPPING": "RUNNING", "SUCCEEDED": "COMPLETE",
                 "INFEASIBLE": "FAIL"}
 
@@ -134,11 +135,12 @@ def _trial(trial: Any, metric: str) -> TrialView:
 
     curve = [(int(m.step_count), v) for m in trial.measurements if (v := value_of(m)) is not None]
     final = value_of(trial.final_measurement) if "final_measurement" in trial else None
+    stopped = trial.state.name == "STOPPING" and "end_time" in trial
     return TrialView(
         number=int(trial.id) - 1 if trial.id.isdigit() else 0, trial_id=trial.id,
-        state=TRIAL_STATES.get(trial.state.name, "RUNNING"),
+        state="PRUNED" if stopped else TRIAL_STATES.get(trial.state.name, "RUNNING"),
         params={p.parameter_id: p.value for p in trial.parameters}, value=final,
         latest=curve[-1][1] if curve else final, step=curve[-1][0] if curve else None, job_id=None, job_dir=None,
-        reason=trial.infeasible_reason or None,
+        reason=trial.infeasible_reason or ("stopped before it ended (Vertex AI: STOPPING)" if stopped else None),
         started=trial.start_time.timestamp() if trial.start_time else None,
         finished=trial.end_time.timestamp() if trial.end_time else None, curve=curve)

@@ -218,6 +218,25 @@ job: |
 """
 
 
+def test_a_study_on_vertex_stopped_shows_its_cut_off_trials_stopped_not_running(target):
+    from tests.conftest import sleep_until
+
+    name, _ = target
+    api.set_config("vertex.machine_type", "n2-standard-4")
+    try:
+        spec = STUDY.replace(f'srun python3 -c "{OBJECTIVE}"', "srun sleep 300")
+        study = api.create_study(name, spec + "metric: loss:minimize\nmax_trials: 2\nparallel: 2\n", name="vx-stop")
+    finally:
+        api.unset_config("vertex.machine_type")
+    assert sleep_until(lambda: any(t.started for t in study.snapshot().trials), timeout=120)
+    study.stop()
+    assert sleep_until(lambda: study.snapshot().finished, timeout=120)
+    snap = study.snapshot()
+    assert snap.state == "STOPPED" and "cancelled" in snap.reason, snap
+    assert snap.trials and {t.state for t in snap.trials} == {"PRUNED"}, snap.trials  # none RUNNING for ever
+    assert all(t.value is None and "stopped" in t.reason for t in snap.trials)
+
+
 def test_gtc_tune_runs_a_study_on_vertex_as_a_tuning_job_shown_in_the_study_panel(target):
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.testing.globalipapp import start_ipython

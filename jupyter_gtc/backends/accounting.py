@@ -182,7 +182,11 @@ def _start_database(home: Path, user: str, env: dict[str, str]) -> None:
     sock = run / "mysqld.sock"
     sock.unlink(missing_ok=True)
     port = _port(folder)
-    (folder / "db.json").write_text(json.dumps({"port": port}))
+    record = folder / "db.json"
+    record.unlink(missing_ok=True)
+    fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # the user's alone, as all here
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps({"port": port}))
     daemons.start(DB_LABEL, ["mariadbd", "--no-defaults", f"--datadir={datadir}", *as_user, f"--socket={sock}",
                              f"--port={port}", "--bind-address=127.0.0.1", "--skip-name-resolve",
                              "--skip-log-bin", f"--pid-file={run / 'mariadbd.pid'}",

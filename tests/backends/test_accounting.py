@@ -88,6 +88,10 @@ def test_the_databases_password_is_written_in_slurmdbd_conf_alone(cluster):
 
 def test_clusters_of_one_home_share_one_database_each_with_its_own_schema_dropped_at_delete(cluster):
     [database] = _databases()
+    shared = Path(os.environ["GTC_HOME"]) / "accounting"
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (shared, shared / "db.json", shared / "lock",
+                                                        shared / "clusters", shared / "clusters" / NAME)}
+    assert modes == {"accounting": 0o700, "db.json": 0o600, "lock": 0o600, "clusters": 0o700, NAME: 0o600}
     other = api.create_cluster(small_gpu_spec("acct-2", nodes=1, accounting=None))
     try:
         assert _databases() == [database]  # joined the running one

@@ -112,6 +112,13 @@ class OwnedFilesHost(Host):
         self.host, self.user = host, user
         self.name = host.name
 
+    # Views of one host for one user are one (a poll reads their followed logs in one request).
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OwnedFilesHost) and (self.host, self.user) == (other.host, other.user)
+
+    def __hash__(self) -> int:
+        return hash((id(self.host), self.user))
+
     def _owner(self, path: HostPath) -> str:
         if not self.user:
             raise PermissionError(13, "the job's user is unknown, so whose file it is cannot be checked", str(path))

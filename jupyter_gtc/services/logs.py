@@ -73,15 +73,19 @@ class LogFollower:
         return self._decoder.decode(data)
 
 
-def prefetch(host: Host, followers: list[LogFollower]) -> None:
-    """Read what is new in every follower's file in one ``read_many`` (one round trip on a
-    remote host, however many logs a poll follows); each follower's next ``read_new`` takes it."""
-    if not followers:
-        return
-    found = host.read_many([(f.path, f.offset, PREFETCH_SIZE) for f in followers])
-    for follower, data in zip(followers, found):
-        data = data or b""  # no file yet: nothing new
-        follower._prefetched = (follower.offset, data, len(data) < PREFETCH_SIZE)
+def prefetch(followers: list[LogFollower]) -> None:
+    """Read what is new in every follower's file in one ``read_many`` per host (one round trip
+    on a remote host, however many logs a poll follows); each follower's next ``read_new``
+    takes it. Each follower is read through its own host: a job that others submitted reads
+    only its user's files (``Host.owned_by``), here as in ``read_new``."""
+    by_host: dict[Host, list[LogFollower]] = {}
+    for follower in followers:
+        by_host.setdefault(follower._host, []).append(follower)
+    for host, group in by_host.items():
+        found = host.read_many([(f.path, f.offset, PREFETCH_SIZE) for f in group])
+        for follower, data in zip(group, found):
+            data = data or b""  # no file yet (or one it may not read): nothing new
+            follower._prefetched = (follower.offset, data, len(data) < PREFETCH_SIZE)
 
 
 def read_log_range(path: Path, offset: int | None, limit: int, host: Host = LOCAL) -> dict[str, Any]:

@@ -341,7 +341,7 @@ class ClusterPoller:
         with self._changed:
             followers = list(self._followers)
         try:
-            prefetch(self.host, followers)
+            prefetch(followers)
         except Exception as e:  # noqa: BLE001 - the followers read for themselves instead
             log.warning("could not read the followed logs of %s: %s", self.cluster, e)
 

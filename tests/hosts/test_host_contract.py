@@ -219,7 +219,7 @@ def test_a_poll_reads_every_followed_logs_new_lines_in_one_request(tmp_path):
             with open(path, "a") as f:
                 f.write(f"job {i} step {round_}\n")
         host.calls.clear()
-        prefetch(host, followers)
+        prefetch(followers)
         # What a panel does at each tick: read until nothing is new.
         assert ["".join(iter(f.read_new, "")) for f in followers] == [f"job {i} step {round_}\n" for i in range(100)]
         assert host.calls == ["read_many"]

@@ -234,6 +234,19 @@ def _read_all_ways(job) -> str:
             results.append("refused")
     followed = job.follow().read_new()
     results.append("refused" if followed.startswith("[") and "is not shown" in followed else followed)
+    # A panel's follower, whose new bytes the poller reads for it at each tick.
+    poller = api.job_poller(job.cluster)
+    panel = job.follow()
+    unfollow = poller.follow(panel)
+    try:
+        ticks = poller.ticks
+        poller.watch(job.id)
+        poller.poke()
+        assert sleep_until(lambda: poller.ticks >= ticks + 2, 60)
+        shown = panel.read_new()
+    finally:
+        unfollow()
+    results.append("refused" if shown == "" or "is not shown" in shown else shown)
     return "refused" if set(results) == {"refused"} else repr(results)
 
 

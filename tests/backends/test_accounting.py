@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -103,6 +106,26 @@ def test_clusters_of_one_home_share_one_database_each_with_its_own_schema_droppe
     finally:
         api.delete_cluster(other.name)
     assert _databases() == [database] and "acct_acct_2" not in _schemas()  # the first cluster still uses it
+
+
+def test_two_creates_at_once_in_a_new_home_start_one_database_which_their_deletes_stop(monkeypatch):
+    home = Path(tempfile.mkdtemp(prefix="gtc-"))  # short: MariaDB's socket path is limited too
+    monkeypatch.setenv("GTC_HOME", str(home))
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            made = list(pool.map(lambda name: api.create_cluster(small_gpu_spec(name, nodes=1, accounting=None)),
+                                 ["twin-a", "twin-b"]))
+        assert len(_databases()) == 1  # the lock let one create start it, the other join it
+        assert all(m.status.details["accounting"] == "slurmdbd (sacct)" for m in made)
+        api.delete_cluster("twin-a")
+        assert len(_databases()) == 1
+        api.delete_cluster("twin-b")
+        assert not _databases()
+    finally:
+        for name in ("twin-a", "twin-b"):
+            if name in [c.name for c in api.list_clusters(with_status=False)]:
+                api.delete_cluster(name)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_accounting_off_runs_no_slurmdbd_and_sacct_says_so():

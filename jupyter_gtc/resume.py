@@ -25,8 +25,8 @@ Nothing is ever unpickled: a checkpoint folder may be writable by others (a shar
 system, a storage emulator), and a pickle runs whatever code its writer put in it. Every file
 is loaded with ``torch.load(weights_only=True)``, which takes tensors and plain data only, and
 the random generators' state is saved as such (uint8 and int64 tensors, ints, floats). A file
-that holds anything else, or a checkpoint of the older format (which pickled that state), is
-refused with ``CheckpointRefused``, and nothing of it is loaded.
+that holds anything else is refused with ``CheckpointRefused``, and nothing of it is loaded; a
+checkpoint of the older format (which pickled the generators' state) resumes without that state.
 
 ``jupyter_gtc/examples/resumable_regression.py`` is a whole script that uses it; the recipes
 keep their own (``recipes/checkpoint.py``), for FSDP's sharded states.
@@ -89,15 +89,17 @@ class Checkpoints:
         if missing:
             raise KeyError(f"{found} holds no state for {', '.join(missing)} (it has {', '.join(meta['objects']) or 'none'}); "
                            "restore the names that save() was given")
-        if meta.get("format") != FORMAT:
-            raise CheckpointRefused(str(found), (
-                f"{found} was written by an older jupyter_gtc, which saved the random generators' state as a "
-                f"pickle; loading one can run any code its writer put in it, so it is not read. Move the "
-                f"checkpoints without \"format\": {FORMAT} in their {MARKER} out of {self.folder} (the run then "
-                f"resumes from a newer one, or starts from step 1); the next save() writes the safe format"))
-        states = _load(found / "states.pt")
+        states = _load(found / "states.pt")  # state_dicts: tensors and plain data, in either format
         rng = found / f"rng-{_rank()}.pt"
-        generators = _load(rng) if rng.exists() else None
+        generators = None
+        if meta.get("format") != FORMAT:
+            # An older jupyter_gtc pickled the generators' state (numpy's and Python's as
+            # objects), which is never loaded: the run resumes with fresh random streams.
+            print(f"{found} was written by an older jupyter_gtc: its random generators' state is a pickle, "
+                  f"which is not loaded; resuming with the model's and optimizer's state only (the next "
+                  f"save() writes the generators too)", flush=True)
+        elif rng.exists():
+            generators = _load(rng)
         for name, obj in stateful.items():
             obj.load_state_dict(states[name])
         if generators is not None:

@@ -10,17 +10,29 @@ A checkpoint is complete once renamed from ``.partial``: a job killed mid-save l
 a partial folder, which the next start removes. Model, optimizer, LR schedule and step are
 saved together and each batch depends only on (seed, step), so a resumed run repeats the
 uninterrupted run's losses exactly.
+
+Nothing is unpickled as it stands: DCP's reader loads a checkpoint's ``.metadata`` with plain
+``pickle.load`` and its non-tensor items with ``torch.load(weights_only=False)``, so whoever
+could write a checkpoint folder (a shared file system, a storage emulator, a ``--init-from``
+folder of someone else's) would run code in the job. Here the metadata is unpickled with only
+DCP's own metadata classes and torch's sizes, dtypes and layouts allowed, and every other item
+must pass ``weights_only=True`` first (``SafeReader``, ``SafeLoadPlanner``).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
+from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions, get_model_state_dict, get_state_dict, set_model_state_dict, set_state_dict)
 
@@ -63,9 +75,67 @@ class Checkpointer:
         """Restore model and optimizer from ``path``; returns its trainer state (step...)."""
         model_sd, optim_sd = get_state_dict(model, optimizer)
         state = {"model": model_sd, "optim": optim_sd}
-        dcp.load(state, checkpoint_id=str(path))
+        _safe_load(state, path)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         return json.loads((Path(path) / TRAINER_STATE).read_text())
+
+
+# What a DCP checkpoint's .metadata pickle may name: DCP's own metadata classes, and torch's
+# sizes, dtypes and layouts (pathlib for the checkpoint_id DCP records). Nothing callable else.
+_METADATA_MODULES = ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem",
+                     "torch.distributed.checkpoint.planner")
+_METADATA_GLOBALS = {("torch", "Size"), ("torch", "device"), ("torch.serialization", "_get_layout"),
+                     ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("collections", "OrderedDict")}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        found = super().find_class(module, name) if module in _METADATA_MODULES else None
+        if isinstance(found, type) or (module, name) in _METADATA_GLOBALS:
+            return found or super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"a checkpoint's metadata may not name {module}.{name}: it is not DCP's "
+                                     f"metadata, and unpickling it could run code")
+
+
+class SafeReader(FileSystemReader):
+    """DCP's file reader, whose metadata unpickler takes DCP's metadata classes only."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any):
+        with open(self._get_metadata_path(kwargs.get("rank")), "rb") as f:
+            metadata = _MetadataUnpickler(f).load()
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
+class SafeLoadPlanner(DefaultLoadPlanner):
+    """DCP's planner, except that a non-tensor item must load with ``weights_only=True``
+    (tensors and plain data) before it is loaded as DCP does (the same bytes, so the same objects)."""
+
+    def load_bytes(self, read_item, value: io.BytesIO) -> None:
+        torch.load(value, weights_only=True)  # raises on anything a pickle could run
+        value.seek(0)
+        super().load_bytes(read_item, value)
+
+
+def _safe_load(state: dict[str, Any], path: Path) -> None:
+    """``dcp.load`` through ``SafeReader`` and ``SafeLoadPlanner``. A refused pickle is an
+    ``UnpicklingError`` naming the checkpoint (DCP wraps every failure in a ``BaseException``)."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    try:
+        dcp.load(state, storage_reader=SafeReader(str(path)), planner=SafeLoadPlanner())
+    except CheckpointException as e:
+        said = str(e)
+        for refusal in ("may not name", "Unsupported global"):
+            if refusal in said:
+                line = next(x for x in said.splitlines() if refusal in x)
+                raise pickle.UnpicklingError(f"{path} is not loaded: it holds a pickle that could run code, "
+                                             f"which is never unpickled ({line.strip()[:300]})") from None
+        raise
 
 
 def latest_checkpoint(folder: Path) -> Path | None:
@@ -85,7 +155,7 @@ def load_weights(model, source: Path) -> dict[str, Any]:
         source = found
     if (source / TRAINER_STATE).exists():
         state = {"model": get_model_state_dict(model)}
-        dcp.load(state, checkpoint_id=str(source))
+        _safe_load(state, source)
         set_model_state_dict(model, state["model"])
         return json.loads((source / TRAINER_STATE).read_text())
     from safetensors.torch import load_file

@@ -288,11 +288,10 @@ class ClusterSpec(_Model):
         return self.model_dump(mode="json", exclude_none=True)
 
     def to_vertex(self) -> dict[str, Any]:
-        """The camelCase body of a Vertex ``ModelDevelopmentCluster`` (no local options, and no
-        ``accounting`` where it is the default: Vertex has no such field)."""
+        """The camelCase body of a Vertex ``ModelDevelopmentCluster``: no local options, and no
+        ``accounting``, which Vertex has no field for (its clusters keep their own)."""
         body = self.model_dump(mode="json", exclude_none=True, by_alias=True, exclude={"local"})
-        if self.slurm.accounting == Accounting():
-            del body["orchestratorSpec"]["slurmSpec"]["accounting"]
+        body["orchestratorSpec"]["slurmSpec"].pop("accounting", None)
         return body
 
 

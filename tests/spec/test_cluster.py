@@ -44,9 +44,13 @@ def test_camel_and_snake_case_give_the_same_spec():
 
 
 def test_vertex_json_round_trips():
-    spec = parse_cluster_spec(small_gpu_spec("demo"))
+    spec = parse_cluster_spec(small_gpu_spec("demo", accounting=None))
     vertex = spec.to_vertex()
     assert "nodePools" in vertex and "local" not in vertex
+    # Accounting is a local cluster's choice: Vertex has no such field, whichever way it is set.
+    assert "accounting" not in vertex["orchestratorSpec"]["slurmSpec"]
+    off = parse_cluster_spec(small_gpu_spec("off"))
+    assert not off.slurm.accounting.enabled and "accounting" not in off.to_vertex()["orchestratorSpec"]["slurmSpec"]
     assert vertex["nodePools"][0]["machineSpec"]["machineType"] == "a3-highgpu-8g"
     assert parse_cluster_spec({**vertex, "local": {"resourceScale": 0.125}}) == spec
 

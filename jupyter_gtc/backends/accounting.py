@@ -40,7 +40,7 @@ from .. import _process
 from .._ports import free_ports
 from ..exceptions import ClusterStartError, CommandError
 from ..slurm.render import AccountingLayout, render_slurmdbd_conf
-from . import daemons
+from . import daemons, owned
 
 DB_LABEL, DBD_LABEL = "mariadbd", "slurmdbd"
 # Program -> Debian package that provides it (needed only by clusters that keep accounting).
@@ -72,8 +72,8 @@ def layout(root: Path, cluster: str, runtime: dict[str, Any], dbd_addr: str, slu
 
 def start(acct: AccountingLayout, home: Path, cluster: str, env: dict[str, str], progress) -> None:
     """Join the GTC_HOME's database (starting it where none runs) and start the cluster's
-    slurmdbd where it does not run. Before slurmctld starts: a slurmctld that finds no
-    slurmdbd at its first start has no TRES and stops."""
+    slurmdbd where it does not run. Before slurmctld starts: it loads its associations and
+    TRES from slurmdbd as it starts."""
     root, run = acct.root, acct.root / "run"
     if daemons.find(DBD_LABEL, run) is not None:
         return
@@ -100,21 +100,32 @@ def start(acct: AccountingLayout, home: Path, cluster: str, env: dict[str, str],
     # (Slurm 22.05 does; `sacctmgr add cluster` first cost 0.3 s more, its messages ~40 ms
     # each over loopback).
     _wait(lambda: _listens(acct.dbd_addr, acct.dbd_port),
-          f"slurmdbd did not answer within {READY_TIMEOUT:.0f} s", root / "log" / "slurmdbd.log")
+          "slurmdbd", root / "log" / "slurmdbd.log",
+          alive=lambda: daemons.find(DBD_LABEL, run) is not None)
 
 
-def stop(run: Path) -> None:
+def stop(run: Path, uid: int | None = None) -> None:
     """Stop the cluster's slurmdbd (after slurmctld: it sends its last records on its way out).
-    (A MariaDB in the cluster's own folder is one of a cluster made before they were shared.)"""
-    daemons.stop(DBD_LABEL, run, grace=10)
-    daemons.stop(DB_LABEL, run, grace=20)
+    (A MariaDB in the cluster's own folder is one of a cluster made before they were shared.)
+    ``uid``: the cluster's user, whose processes alone are signalled (daemons.stop)."""
+    daemons.stop(DBD_LABEL, run, grace=10, uid=uid)
+    daemons.stop(DB_LABEL, run, grace=20, uid=uid)
 
 
-def leave(acct: AccountingLayout, home: Path, cluster: str, env: dict[str, str]) -> None:
+def leave(acct: AccountingLayout, home: Path, cluster: str, env: dict[str, str], uid: int | None = None) -> None:
     """The cluster is gone: drop its database and user, and stop the database if no other
-    cluster of ``home`` uses it."""
+    cluster of ``home`` uses it. ``uid``: the cluster's user.
+
+    Root deleting a normal user's cluster does none of that in the user's ``accounting/``
+    (nor where GTC_HOME is not root's): the user writes every file there and can make any a
+    link (``lock`` to a file root would create, ``clusters/`` to a folder whose entries root
+    would unlink, ``run/mysqld.sock`` to a database of root's, where root would drop what the
+    user's record names). Root only stops the user's database, signalling that user's
+    processes alone, once no cluster folder of the user's is left."""
     folder = _folder(home)
-    if not folder.is_dir():
+    if not (owned.mine(home) and owned.mine(folder)):
+        if uid is not None and uid != os.geteuid() and not _other_clusters(home, cluster):
+            daemons.stop(DB_LABEL, folder / "run", grace=20, uid=uid)
         return
     with _locked(folder):
         if daemons.find(DB_LABEL, folder / "run") is not None:
@@ -144,6 +155,19 @@ def _folder(home: Path) -> Path:
     return home / "accounting"
 
 
+def _other_clusters(home: Path, cluster: str) -> bool:
+    """Whether ``home``'s clusters/ holds a folder besides ``cluster``'s (listed through no link
+    of another user's, owned.py)."""
+    try:
+        fd = owned.open_folder(home / "clusters")
+    except OSError:
+        return False
+    try:
+        return any(name != cluster for name in os.listdir(fd))
+    finally:
+        os.close(fd)
+
+
 def _users(home: Path) -> list[str]:
     """The clusters counted as the database's users, less those whose folder has gone (a
     delete that died after removing it)."""
@@ -157,7 +181,7 @@ def _users(home: Path) -> list[str]:
 
 @contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -194,7 +218,8 @@ def _start_database(home: Path, user: str, env: dict[str, str]) -> None:
                              f"--log-error={log / 'mariadbd.log'}", *DB_SIZES],
                   run, log / "mariadbd.out", env, plain=_plain())
     _wait(lambda: _sql(home, user, env, "SELECT 1", check=False).returncode == 0,
-          f"MariaDB did not answer within {READY_TIMEOUT:.0f} s", log / "mariadbd.log")
+          "MariaDB", log / "mariadbd.log",
+          alive=lambda: daemons.find(DB_LABEL, run) is not None)
 
 
 def _listens(addr: str, port: int) -> bool:
@@ -230,14 +255,17 @@ def _sql(home: Path, user: str, env: dict[str, str], statements: str, check: boo
                          f"--user={user}"], input=statements, timeout=30, env=env, check=check)
 
 
-def _wait(ready, message: str, log: Path) -> None:
+def _wait(ready, name: str, log: Path, alive) -> None:
+    """Until ``ready()``; a daemon no longer ``alive()`` fails at once, with its log's end."""
     deadline, delay = time.monotonic() + READY_TIMEOUT, 0.02
     while not ready():
-        if time.monotonic() > deadline:
+        gone = not alive()
+        if gone or time.monotonic() > deadline:
             try:
                 tail = "\n".join(log.read_text(errors="replace").splitlines()[-5:])
             except OSError:
                 tail = "(no log)"
-            raise ClusterStartError(f"{message}; the end of {log}:\n{tail}")
+            why = "exited before it answered" if gone else f"did not answer within {READY_TIMEOUT:.0f} s"
+            raise ClusterStartError(f"{name} {why}; the end of {log}:\n{tail}")
         time.sleep(delay)
         delay = min(delay * 1.5, 0.3)

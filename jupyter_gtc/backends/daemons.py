@@ -49,7 +49,9 @@ import psutil
 
 from .. import _process
 from ..exceptions import CommandError
+from . import owned
 
+RECORD_MAX = 64 * 1024  # a record is a line of JSON; a bigger one is no record of ours
 MARK = "GTC_DAEMON"  # <run_dir>/<label>, in the environment of the daemon and its children
 WRAPPER = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc", "--propagation=private"]
 USER_WRAPPER = ["unshare", "--user", "--map-root-user", *WRAPPER[1:]]
@@ -125,7 +127,7 @@ def _record(label: str, run_dir: Path, uid: int | None) -> tuple[psutil.Process,
     the process recorded is not ``uid``'s: a record is only its writer's word)."""
     _process.reap_exited()
     try:
-        info = json.loads((run_dir / f"{label}.json").read_text())
+        info = json.loads(_read_record(run_dir, f"{label}.json"))
         proc = psutil.Process(info["pid"])
         if abs(proc.create_time() - info["started"]) > 0.01 or proc.status() == psutil.STATUS_ZOMBIE:
             return None
@@ -136,17 +138,25 @@ def _record(label: str, run_dir: Path, uid: int | None) -> tuple[psutil.Process,
         return None
 
 
+def _read_record(run_dir: Path, name: str) -> bytes:
+    """The record ``name`` of ``run_dir``: a regular file, reached through no link another user
+    made (owned.py), opened without blocking (a FIFO in its place would hang root's delete)."""
+    folder = owned.open_folder(run_dir)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{name} is not a file")
+        return f.read(RECORD_MAX)
+
+
 def _daemons_uid(run_dir: Path, uid: int | None) -> int | None:
     """``uid``, or whom the daemons of ``run_dir`` run as: the user who made the folder (the
     cluster's, who starts them all). None, so nothing is found, where the folder is missing or
-    is a link (its records would be another folder's)."""
-    if uid is not None:
-        return uid
-    try:
-        st = os.lstat(run_dir)
-    except OSError:
-        return None
-    return st.st_uid if stat.S_ISDIR(st.st_mode) else None
+    reached through another user's link (its records would be another folder's)."""
+    return uid if uid is not None else owned.owner(run_dir)
 
 
 def _runs_as(proc: psutil.Process, uid: int | None) -> bool:
@@ -160,7 +170,16 @@ def _runs_as(proc: psutil.Process, uid: int | None) -> bool:
 
 
 def labels(run_dir: Path) -> list[str]:
-    return sorted(p.stem for p in run_dir.glob("*.json")) if run_dir.is_dir() else []
+    """The labels ``run_dir`` holds records of; none where it is reached only through another
+    user's link (owned.py: root would list, and a stop remove, the records of any folder)."""
+    try:
+        folder = owned.open_folder(run_dir)
+    except OSError:
+        return []
+    try:
+        return sorted(name[:-5] for name in os.listdir(folder) if name.endswith(".json") and len(name) > 5)
+    finally:
+        os.close(folder)
 
 
 def stop(label: str, run_dir: Path, grace: float = 0.0, keep_record: bool = False, uid: int | None = None) -> None:
@@ -184,8 +203,23 @@ def stop(label: str, run_dir: Path, grace: float = 0.0, keep_record: bool = Fals
         elif not namespaces:
             _kill_tree([wrapper], uid)
     if not keep_record:
-        (run_dir / f"{label}.json").unlink(missing_ok=True)
+        _remove_record(run_dir, f"{label}.json")
     _process.reap_exited()
+
+
+def _remove_record(run_dir: Path, name: str) -> None:
+    """Unlink the record ``name`` through a dir fd of ``run_dir``, which no link of another
+    user's leads to (owned.py): root deleting a user's cluster never unlinks elsewhere."""
+    try:
+        folder = owned.open_folder(run_dir)
+    except OSError:
+        return
+    try:
+        os.unlink(name, dir_fd=folder)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(folder)
 
 
 def _kill_tree(roots: list[psutil.Process], uid: int | None) -> None:

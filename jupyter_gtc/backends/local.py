@@ -52,7 +52,7 @@ from ..slurm.render import (
     render_health_check, render_job_submit_lua, render_script_chain, render_slurm_conf, render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
-from . import accounting, daemons, hosts, netns, storage, supervisor
+from . import accounting, daemons, hosts, netns, owned, storage, supervisor
 from ..health.checks import FAIL, FAULTS, CheckResult, NodeHealth
 from .base import Backend, ClusterStatus, NotApplied, Progress, no_progress
 
@@ -232,9 +232,18 @@ class LocalBackend(Backend):
                      f"where this backend makes it; only {root} is removed")
         uid = _folder_uid(root)
         if uid is None:
-            if root.is_symlink():
-                progress(f"warning: {root} is a link, not the folder this backend made; left alone")
-            return  # a create that died before it made the folder started nothing
+            if os.path.lexists(root):
+                progress(f"warning: {root} is reached through a link, not the folder this backend made; left alone")
+                return
+            # No folder: a create that died before making it, or a folder removed by hand with
+            # its daemons' records. What the cluster holds elsewhere still goes, where this
+            # process's user wrote the record (its GTC_HOME): the daemons found by their mark.
+            if not owned.mine(self.home):
+                return
+            uid = os.geteuid()
+            daemons.stop_unrecorded(root / "run", uid=uid)
+            self._release(spec, runtime, root, uid)
+            return
         runtime = {**runtime, "dir": str(root)}
         run = root / "run"
         # First: the nodes stopping below are no crashes. SIGTERM, which it dies of at once: one
@@ -249,18 +258,24 @@ class LocalBackend(Backend):
                 daemons.stop(label, run, uid=uid)
         progress("stopping slurmctld and munged")
         daemons.stop("slurmctld", run, uid=uid)
-        accounting.stop(run)
-        if _keeps_accounting(runtime):
-            accounting.leave(self._accounting_layout(spec.name, runtime), self.home, spec.name,
-                             {"PATH": daemon_path()})
+        accounting.stop(run, uid)
         daemons.stop("munged", run, grace=2, uid=uid)
         daemons.stop_unrecorded(run, uid=uid)
+        self._remove(root, uid)
+        self._release(spec, runtime, root, uid)
+
+    def _release(self, spec: ClusterSpec, runtime: dict[str, Any], root: Path, uid: int) -> None:
+        """What a cluster of ``uid`` holds outside its folder, let go once its daemons are gone:
+        its share of the accounting database (accounting.leave says what root does in another
+        user's), root's network namespaces and munge socket folder, the mount paths made for it."""
+        if _keeps_accounting(runtime):
+            accounting.leave(self._accounting_layout(spec.name, runtime), self.home, spec.name,
+                             {"PATH": daemon_path()}, uid=uid)
         net = _net(runtime) if uid == 0 else None  # only root makes network namespaces
         if net is not None:
             for node in runtime.get("node_slots", {}):
                 netns.remove_node(net, node)
             netns.remove_bridge(net)
-        self._remove(root, uid)
         storage.remove_made_dirs(runtime, uid)  # every node's mount namespace has gone with its daemons
         if uid == 0:  # root's munge socket folder is in /run; a normal user's was in the folder removed
             shutil.rmtree(_munge_socket_dir(root, uid), ignore_errors=True)
@@ -735,7 +750,8 @@ class LocalBackend(Backend):
 
 def _folder_uid(root: Path) -> int | None:
     """Who owns the cluster folder ``root`` (``<GTC_HOME>/clusters/<name>``), looked at by root
-    without following a link at ``root`` or at ``clusters``; None where there is no such folder.
+    without following a link at ``root``, nor one another user could have made above it
+    (owned.py: root's own ``clusters`` link is followed); None where there is no such folder.
     (A normal user's process can harm none but that user's files: a link is its own business.)"""
     if os.geteuid() != 0:
         try:
@@ -744,7 +760,7 @@ def _folder_uid(root: Path) -> int | None:
             return None
         return st.st_uid if stat.S_ISDIR(st.st_mode) else None
     try:
-        parent = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        parent = owned.open_folder(root.parent)
     except OSError:
         return None
     try:
@@ -758,14 +774,15 @@ def _folder_uid(root: Path) -> int | None:
 
 def _remove_folder(root: Path) -> None:
     """Remove the cluster folder ``root`` and all in it, never through a link: not at ``root``,
-    nor at ``clusters`` above it (which its owner could swap for a link after a check, and root
-    would then remove what the link points at), nor inside (rmtree follows none). A normal
-    user's process may go through a link of its own at ``clusters``."""
+    nor at ``clusters`` or above it (which its owner could swap for a link after a check, and
+    root would then remove what the link points at), nor inside (rmtree follows none); root's
+    own link at ``clusters`` is followed (owned.py). A normal user's process may go through a
+    link of its own at ``clusters``."""
     if os.geteuid() != 0:
         shutil.rmtree(root, ignore_errors=True)
         return
     try:
-        parent = os.open(root.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        parent = owned.open_folder(root.parent)
     except OSError:
         return
     try:

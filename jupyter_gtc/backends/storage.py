@@ -31,6 +31,7 @@ from typing import Any
 
 from ..exceptions import ClusterStartError, SpecError
 from ..spec.cluster import ClusterSpec, NodePool
+from . import owned
 
 HOME_FIELD = "orchestrator_spec.slurm_spec.home_directory_storage"
 # Folders no mount may cover (or sit in, for the kernel's own): the nodes' programs, libraries,
@@ -148,7 +149,8 @@ def remove_made_dirs(runtime: dict[str, Any], uid: int, settle: float = 2.0) -> 
     A namespace of the cluster's own nodes may outlive their daemons by a moment: a path
     still mounted somewhere is looked at again for up to ``settle`` seconds. Only folders of
     ``uid``, the cluster's user, who made them: root deleting a normal user's cluster reads
-    the list from that user's record."""
+    the list from that user's record (and each is removed through a dir fd of its parent,
+    reached through no link that user made: owned.py)."""
     made = [p for p in runtime.get("made_dirs") or [] if _dir_of(p, uid)]
     deadline = time.monotonic() + settle
     in_use = mount_points() & set(made)
@@ -157,10 +159,7 @@ def remove_made_dirs(runtime: dict[str, Any], uid: int, settle: float = 2.0) -> 
         in_use = mount_points() & set(made)
     for path in sorted(made, key=lambda p: p.count("/"), reverse=True):
         if path not in in_use:
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass  # not empty, or gone: what is left there is not ours to remove
+            _rmdir_of(path, uid)
 
 
 def _dir_of(path: str, uid: int) -> bool:
@@ -170,6 +169,30 @@ def _dir_of(path: str, uid: int) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(st.st_mode) and st.st_uid == uid
+
+
+def _rmdir_of(path: str, uid: int) -> None:
+    """Remove the empty folder ``path`` where ``uid`` owns it, through a dir fd of its parent
+    (no link of another user's followed on the way, owned.py), looked at through an fd of its
+    own (``O_NOFOLLOW``): a check by path, then a removal by path, let the user swap a parent
+    for a link between the two."""
+    parent_path, name = os.path.split(os.path.abspath(path))
+    try:
+        parent = owned.open_folder(parent_path)
+    except OSError:
+        return
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+        try:
+            if os.fstat(fd).st_uid != uid:
+                return
+        finally:
+            os.close(fd)
+        os.rmdir(name, dir_fd=parent)
+    except OSError:
+        pass  # not empty, or gone, or not a folder: what is left there is not ours to remove
+    finally:
+        os.close(parent)
 
 
 def mount_points() -> set[str]:

@@ -309,3 +309,46 @@ def test_a_create_that_fails_halfway_leaves_nothing_behind(slurm_available, tmp_
     cluster = api.create_cluster(small_gpu_spec("blocked", nodes=2))  # nothing left in the way
     assert len(cluster.nodes) == 2
     api.delete_cluster("blocked")
+
+
+def daemons_of(run: Path) -> list[int]:
+    """The PIDs of processes carrying ``run``'s mark (daemons.MARK): the cluster's daemons."""
+    found = []
+    for proc in psutil.process_iter(["environ"]):
+        if (proc.info["environ"] or {}).get("GTC_DAEMON", "").startswith(f"{run}/"):
+            found.append(proc.pid)
+    return found
+
+
+@needs_root
+def test_roots_own_link_at_clusters_is_followed_and_the_cluster_deleted_with_its_daemons(slurm_available, tmp_path,
+                                                                                       monkeypatch):
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir(mode=0o700)
+    elsewhere.mkdir()
+    (home / "clusters").symlink_to(elsewhere)  # root's link, in root's GTC_HOME
+    monkeypatch.setenv("GTC_HOME", str(home))
+    api.create_cluster(small_gpu_spec("linked", nodes=1))
+    run = home / "clusters" / "linked" / "run"
+    try:
+        assert [n.state for n in api.get_cluster("linked").nodes] == ["IDLE"]
+        assert daemons_of(run)
+    finally:
+        api.delete_cluster("linked")
+    assert not (elsewhere / "linked").exists() and daemons_of(run) == []
+    assert api.list_clusters(with_status=False) == []
+
+
+@needs_root
+def test_a_cluster_whose_folder_was_removed_by_hand_is_deleted_with_its_daemons_and_munge_folder(slurm_available):
+    import hashlib
+
+    api.create_cluster(small_gpu_spec("handgone", nodes=1))
+    root = Path(os.environ["GTC_HOME"]) / "clusters" / "handgone"
+    munge_dir = Path("/run/jupyter_gtc") / hashlib.sha1(str(root).encode()).hexdigest()[:6]
+    assert munge_dir.is_dir() and daemons_of(root / "run")
+    while root.exists():
+        subprocess.run(["rm", "-rf", str(root)], check=False)
+    api.delete_cluster("handgone")
+    assert daemons_of(root / "run") == [] and not munge_dir.exists()
+    assert "handgone" not in [c.name for c in api.list_clusters(with_status=False)]

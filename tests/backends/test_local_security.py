@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import psutil
@@ -50,7 +52,8 @@ def mode(path: Path) -> int:
 @pytest.fixture
 def open_home(monkeypatch):
     """A GTC_HOME that others may enter (made before homes were private, or by an admin), in
-    a folder everyone can reach, under umask 022: where a file's mode is all that protects it."""
+    a folder everyone can reach, under umask 022: where a file's mode is all that protects it.
+    (Opening its store now makes it 0700, repairing an old install: a second lock on the key.)"""
     home = Path(tempfile.mkdtemp(prefix="gtc-open-", dir="/tmp"))
     home.chmod(0o755)
     monkeypatch.setenv("GTC_HOME", str(home))
@@ -60,11 +63,12 @@ def open_home(monkeypatch):
     finally:
         os.umask(umask)
         shutil.rmtree(home, ignore_errors=True)
+        home.with_name(home.name + "-stop").unlink(missing_ok=True)
 
 
 def test_another_user_never_reads_the_munge_key_while_a_cluster_is_created(slurm_available, normal_user, open_home):
     root = open_home / "clusters" / "keyrace"
-    key, stop = root / "munge" / "munge.key", open_home / "stop-reading"
+    key, stop = root / "munge" / "munge.key", open_home.with_name(open_home.name + "-stop")
     reader = subprocess.Popen(["runuser", "-u", normal_user.name, "--", normal_user.python_exe, "-c", READER,
                                str(key), str(stop)], env=normal_user.env(), stdout=subprocess.PIPE, text=True)
     try:
@@ -88,10 +92,13 @@ def test_another_user_never_reads_the_munge_key_while_a_cluster_is_created(slurm
 
 
 # gtc-test writes a record of its own into its own state store: a cluster whose folder is
-# root's, whose storage and munge folders are root's, and whose daemons are root's processes.
+# root's, whose storage and munge folders are root's, and whose daemons are root's processes;
+# it keeps accounting, in a GTC_HOME/accounting/ whose lock, markers' folder and database
+# socket are links to root's files. A second cluster's run/ is a link to a folder of root's.
 CRAFT = """
-import json, os
+import json, os, subprocess
 from pathlib import Path
+import psutil
 from jupyter_gtc.state import ClusterRecord, open_store
 from jupyter_gtc.spec import parse_cluster_spec
 from tests.conftest import small_gpu_spec
@@ -103,19 +110,58 @@ for label, (pid, started, namespaces) in given["daemons"].items():
     (run / f"{label}.json").write_text(json.dumps({"pid": pid, "started": started, "argv": ["slurmd"],
                                                     "namespaces": namespaces}))
 runtime = {"dir": given["victim"], "user": {"uid": 0, "name": "root"}, "made_dirs": [given["made"]],
-           "munge_socket_dir": given["socket"], "node_ports": {}, "node_slots": {}}
-spec = parse_cluster_spec(small_gpu_spec("bait", nodes=1)).to_json()
-open_store(home).add_cluster(ClusterRecord("bait", "local", "RUNNING", spec, runtime))
+           "munge_socket_dir": given["socket"], "node_ports": {}, "node_slots": {}, "hostname": "bait",
+           "accounting": {"dbd_port": 1}}
+for name in ("bait", "bait-link"):
+    spec = parse_cluster_spec(small_gpu_spec(name, nodes=1)).to_json()
+    open_store(home).add_cluster(ClusterRecord(name, "local", "RUNNING", spec, runtime))
+(home / "clusters" / "bait-link").mkdir()
+(home / "clusters" / "bait-link" / "run").symlink_to(given["records"])
+accounting = home / "accounting"
+(accounting / "run").mkdir(parents=True)
+(accounting / "lock").symlink_to(given["planted"])
+(accounting / "clusters").symlink_to(given["marks"])
+(accounting / "run" / "mysqld.sock").symlink_to(given["db_socket"])
+db = subprocess.Popen(["sleep", "600"], start_new_session=True, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL)  # stands for the user's MariaDB
+(accounting / "run" / "mariadbd.json").write_text(json.dumps(
+    {"pid": db.pid, "started": psutil.Process(db.pid).create_time(), "argv": ["mariadbd"], "namespaces": False}))
 print("crafted")
 """
 
 
+def connections_to(path: Path) -> tuple[socket.socket, list[int]]:
+    """A Unix socket of root's at ``path`` (standing for a database of root's), and the
+    list of connections it gets (each closed at once)."""
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    got: list[int] = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            got.append(1)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, got
+
+
 def test_root_deleting_a_users_cluster_touches_no_folder_or_process_of_roots(normal_user, tmp_path, monkeypatch):
     victim, made, socket_dir = tmp_path / "victim", tmp_path / "made", tmp_path / "socket"
-    for folder in (victim, made, socket_dir):
+    marks, records, planted = tmp_path / "marks", tmp_path / "records", tmp_path / "planted"
+    for folder in (victim, made, socket_dir, marks, records):
         folder.mkdir()
     (victim / "precious").write_text("root's")
     (socket_dir / "munge.socket").write_text("root's")
+    for folder, names in ((marks, ("bait", "precious")), (records, ("slurmctld.json", "precious.json"))):
+        for name in names:
+            (folder / name).write_text("root's")
+    db_server, db_connections = connections_to(tmp_path / "db.sock")
     home = normal_user.new_home()
     # Root's processes: one a plain record names, one a namespace record names (with its child),
     # one carrying the run folder's mark in its environment, as an unrecorded daemon would.
@@ -127,10 +173,12 @@ def test_root_deleting_a_users_cluster_touches_no_folder_or_process_of_roots(nor
         started = {p.pid: psutil.Process(p.pid).create_time() for p in procs}
         labels = {"munged": (procs[0].pid, False), "slurmctld": (procs[1].pid, True),
                   "slurmd-gpu-0": (procs[0].pid, True), supervisor.LABEL: (procs[1].pid, False)}
-        craft = {"victim": str(victim), "made": str(made), "socket": str(socket_dir),
+        craft = {"victim": str(victim), "made": str(made), "socket": str(socket_dir), "marks": str(marks),
+                 "records": str(records), "planted": str(planted), "db_socket": str(tmp_path / "db.sock"),
                  "daemons": {label: (pid, started[pid], ns) for label, (pid, ns) in labels.items()}}
         result = normal_user.python(CRAFT, home, CRAFT=json.dumps(craft))
         assert result.stdout.strip() == "crafted", result.stderr[-2000:]
+        users_db = psutil.Process(json.loads((home / "accounting" / "run" / "mariadbd.json").read_text())["pid"])
 
         monkeypatch.setenv("GTC_HOME", str(home))
         api.delete_cluster("bait")
@@ -140,9 +188,23 @@ def test_root_deleting_a_users_cluster_touches_no_folder_or_process_of_roots(nor
         alive = [p.poll() is None for p in procs]
         assert alive == [True, True, True], "root's processes were signalled by a user's record"
         assert len(psutil.Process(procs[1].pid).children()) == 1
-        assert api.list_clusters(with_status=False) == []
         assert not (home / "clusters" / "bait").exists()  # the user's own folder goes
+        # Nothing done in the user's accounting/: no lock made through its link, no marker
+        # unlinked where clusters/ leads, no login to the socket its run/ names.
+        assert not os.path.lexists(planted)
+        assert sorted(p.name for p in marks.iterdir()) == ["bait", "precious"]
+        assert db_connections == []
+        assert users_db.is_running()  # the user's other cluster still has a folder
+
+        api.delete_cluster("bait-link")  # its run/ leads to a folder of root's records
+        assert sorted(p.name for p in records.iterdir()) == ["precious.json", "slurmctld.json"]
+        assert not (home / "clusters" / "bait-link").exists()
+        assert api.list_clusters(with_status=False) == []
+        # The user's last cluster is gone: its database is stopped, as the user's process it is.
+        assert sleep_until(lambda: not users_db.is_running() or users_db.status() == psutil.STATUS_ZOMBIE, 30)
+        assert db_connections == [] and not os.path.lexists(planted)
     finally:
+        db_server.close()
         for p in procs:
             for child in psutil.Process(p.pid).children() if p.poll() is None else []:
                 child.kill()
@@ -191,3 +253,22 @@ def test_root_never_runs_slurms_commands_with_a_slurm_conf_a_user_wrote(normal_u
     for name in ("own", "outside"):
         api.delete_cluster(name)
     assert api.list_clusters(with_status=False) == [] and (outside / "etc").is_dir()
+
+
+def test_root_removes_no_made_folder_through_a_link_of_the_users(normal_user, tmp_path):
+    from jupyter_gtc.backends import storage
+
+    # A folder an admin gave the user in a folder of root's: the user cannot remove it, and root
+    # must not for it, by a made_dirs entry that reaches it through the user's link.
+    site, user = tmp_path / "site", (normal_user.uid, normal_user.pw.pw_gid)
+    site.mkdir(mode=0o755)
+    (site / "data").mkdir()
+    os.chown(site / "data", *user)
+    home = normal_user.new_home()
+    (home / "link").symlink_to(site)
+    os.lchown(home / "link", *user)
+    (home / "own").mkdir()
+    os.chown(home / "own", *user)
+    storage.remove_made_dirs({"made_dirs": [str(home / "link" / "data"), str(home / "own")]}, normal_user.uid, 0)
+    assert (site / "data").is_dir()
+    assert not (home / "own").exists()  # the user's own empty folder, reached through no link, goes

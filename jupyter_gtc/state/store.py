@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -51,6 +52,23 @@ def create_private_file(path: Path) -> None:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         pass
+
+
+def make_private_again(db: Path) -> None:
+    """A one-time repair of installs made before GTC_HOME and state.db were private from their
+    creation (make_home, create_private_file): they followed the umask, 0755 and 0644, and an
+    existing home or file is left alone there. Where this process's user owns them: the
+    database and its -wal and -shm 0600 (the database first: SQLite makes new -wal and -shm
+    files with its mode), and no group or other bits on GTC_HOME. Never through a link, and
+    nothing of another user's (root reading a user's store)."""
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"), db.parent):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        private = stat.S_IMODE(st.st_mode) & ~0o077
+        if st.st_uid == os.geteuid() and not stat.S_ISLNK(st.st_mode) and stat.S_IMODE(st.st_mode) != private:
+            os.chmod(path, private if path == db.parent else private & 0o600)
 
 
 @dataclass
@@ -145,6 +163,7 @@ class Store:
         self._local = threading.local()
         make_home(self.path.parent)
         create_private_file(self.path)  # specs' scripts, CustomJobs' environments: the user's alone
+        make_private_again(self.path)
         wal = sqlite3.connect(self.path, timeout=30)
         try:
             wal.execute("PRAGMA journal_mode=WAL")  # persistent, and not allowed inside a transaction

@@ -4,6 +4,7 @@ umask: the store holds specs with their scripts and CustomJob bodies with their 
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -35,11 +36,33 @@ def test_a_fresh_home_is_0700_and_the_database_and_its_wal_files_0600(tmp_path, 
     assert [mode(home / name) for name in files] == [0o600] * 3
 
 
-def test_a_home_that_exists_is_left_as_it_is(tmp_path, umask_022):
-    home = tmp_path / "shared"
-    home.mkdir(mode=0o750)
+def test_an_install_from_before_is_made_private_when_its_store_is_opened(tmp_path, umask_022):
+    # As installs were made before: a 0755 home and a database (with its -wal and -shm, held
+    # by an open connection) that followed the umask.
+    home = tmp_path / "old"
+    home.mkdir(mode=0o755)
+    old = sqlite3.connect(home / "state.db")
+    old.execute("PRAGMA journal_mode=WAL")
+    old.execute("CREATE TABLE t (x)")
+    files = ["state.db", "state.db-shm", "state.db-wal"]
+    assert [mode(home / name) for name in files] == [0o644] * 3
+    try:
+        assert open_store(home).list_clusters() == []
+        assert mode(home) == 0o700
+        assert [mode(home / name) for name in files] == [0o600] * 3
+    finally:
+        old.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_home_of_another_users_is_left_as_it_is(tmp_path, umask_022):
+    home = tmp_path / "theirs"
     open_store(home)
-    assert mode(home) == 0o750 and mode(home / "state.db") == 0o600
+    for path in (home, home / "state.db"):
+        os.chmod(path, 0o755 if path == home else 0o644)
+        os.chown(path, 65534, 65534)
+    open_store(home)  # root reading a user's store changes nothing of the user's
+    assert (mode(home), mode(home / "state.db")) == (0o755, 0o644)
 
 
 def test_gtc_config_makes_a_private_home_too(tmp_path, umask_022):

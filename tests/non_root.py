@@ -14,6 +14,7 @@ user cannot reach the repository or the venv, and holds the user for one test at
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import grp
 import os
@@ -196,7 +197,9 @@ def normal_user_account() -> NormalUser:
     granted = grant_search(user.pw, blocked_folders(user.pw, needed))
     if granted:
         print(f"\nlet {user.name} enter {', '.join(map(str, granted))}, on the way to this checkout and its Python")
-    probe = user.python("import jupyter_gtc.api, psutil; print('ok')", timeout=120)
+    # Under the lock: another worker's test ends by killing whatever the user runs, this probe too.
+    with _holding_the_user(user):
+        probe = user.python("import jupyter_gtc.api, psutil; print('ok')", timeout=120)
     if probe.stdout.strip() != "ok":
         pytest.fail(f"{user.name} cannot run {sys.executable} on this checkout ({REPO}): "
                     f"{(probe.stderr or probe.stdout).strip()[-800:]}\nMake the repository and its .venv readable "
@@ -210,6 +213,18 @@ def normal_user(normal_user_account: NormalUser):
     same user, so each test holds a lock while it runs, and afterwards kills what the user
     still runs (by PID) and removes the GTC_HOMEs it made."""
     user = normal_user_account
+    with _holding_the_user(user):
+        try:
+            user.cleanup()  # what a session killed mid-test left
+            yield user
+        finally:
+            user.cleanup()
+            _wait_gone(user.uid)
+
+
+@contextlib.contextmanager
+def _holding_the_user(user: NormalUser):
+    """Hold the lock every test session on this machine takes before it runs anything as the user."""
     with open(LOCK, "a") as lock:
         deadline = time.monotonic() + LOCK_WAIT
         while True:
@@ -221,12 +236,7 @@ def normal_user(normal_user_account: NormalUser):
                     pytest.fail(f"another test session has used {user.name} for over {LOCK_WAIT:.0f} s "
                                 f"(it holds {LOCK}); wait for it, or end it")
                 time.sleep(0.5)
-        try:
-            user.cleanup()  # what a session killed mid-test left
-            yield user
-        finally:
-            user.cleanup()
-            _wait_gone(user.uid)
+        yield
 
 
 LOCK = Path("/tmp/jupyter_gtc-normal-user.lock")

@@ -66,14 +66,17 @@ def stop_serving(home: Path, cluster: str) -> list[int]:
     a target's ``local`` would have to choose among them); the ports they had."""
     import psutil
 
+    from ..backends.daemons import _runs_as
+
     stopped = []
     for endpoint in running(home, cluster=cluster):
         record = endpoints_dir(home) / f"{endpoint.port}.json"
         try:
             proc = psutil.Process(endpoint.process["pid"])
-            # Only a process of the record's writer: root deleting a normal user's cluster
+            # Only a process of the record's writer, really and effectively (a set-uid program
+            # that user started is not the user's): root deleting a normal user's cluster
             # reads that user's records, which may name any process.
-            if proc.uids().real != record.lstat().st_uid:
+            if not _runs_as(proc, record.lstat().st_uid):
                 continue
             proc.terminate()  # it ends its server and storage emulator on SIGTERM
             proc.wait(timeout=10)

@@ -3,79 +3,56 @@ them a caller may hold: the checks both servers make before they read a request'
 
 A caller is let in when it is the endpoint's own user on this machine, or shows the
 endpoint's token in an ``Authorization: Bearer`` header. The first needs no secret: for a
-connection from loopback, the kernel's table of TCP sockets (``/proc/net/tcp``,
-``/proc/net/tcp6``) has a row for the client's own socket, whose local address and port are
-the peer address we see, and whose ``uid`` is the user that made it. So the SDK in the
-user's notebook, the ``vertex`` backend and the user's scripts carry nothing a log, an
-error message or a saved traceback could leak; the token is for a caller that cannot be
-looked up so (the endpoint on ``--host`` for another machine), and never travels in a URL.
+client on this machine (over loopback or any address of it), the kernel's table of TCP
+sockets (``/proc/net/tcp``, ``/proc/net/tcp6``) has a row for the client's own socket,
+whose local address and port are the peer address we see, whose remote one is ours, and
+whose ``uid`` is the user that made it; a client elsewhere (or in another network
+namespace) has no row here. So the SDK in the user's notebook, the ``vertex`` backend and
+the user's scripts carry nothing a log, an error message or a saved traceback could leak;
+the token is for a caller that cannot be looked up so (another machine), and never travels
+in a URL.
+
+The user's web browser is such a caller too, and does what any page it shows asks. So a
+request a browser makes is refused, whoever sends it: it carries ``Origin`` or a
+``Sec-Fetch-*`` header (browsers add them; the SDK, ``requests`` and ``urllib`` never do), or
+names in ``Host`` what is not the server's own address (a page's name made to resolve to
+127.0.0.1: DNS rebinding).
 
 Limits: a request's body is read only once its caller is let in, and only up to a size
 (413 above it; a Content-Length that is no number, or negative, is 400); each connection
-has a socket timeout (an idle or half-sent one is closed, its thread freed); and the
-connections served at once are capped, the owner's and everyone else's apart, so no other
-user can take the owner's places.
+has a socket timeout (an idle or half-sent one is closed, its thread freed), and a caller
+other than the owner a deadline for its request line and headers (one that trickles them
+a byte at a time is closed there); and the connections served at once are capped, the
+owner's and everyone else's apart, so no other user can take the owner's places.
 """
 
 from __future__ import annotations
 
 import hmac
+import io
 import ipaddress
 import json
 import os
 import socket
 import struct
 import threading
-from dataclasses import dataclass
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Iterable
 
 from ..exceptions import google_error_body
 
 MAX_BODY = 64 * 1024 * 1024  # a CustomJob's request is kilobytes; 64 MiB is room for any the SDK sends
 REQUEST_TIMEOUT = 60.0  # s a connection may sit idle, or stall within a request, before it is closed
 OTHERS_TIMEOUT = 10.0  # ... for a caller not yet known to be the owner (it sends its headers at once)
+OTHERS_HEADERS_DEADLINE = 10.0  # s from a request's start to its last header, for all but the owner
 MAX_OWNER_CONNECTIONS = 64  # served at once for the owner (the SDK keeps a few; a study's driver some)
 MAX_OTHER_CONNECTIONS = 8  # ... for everyone else (token holders; the rest are refused at once)
-TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+TCP_TABLES = (("/proc/net/tcp", False), ("/proc/net/tcp6", True))  # (path, of IPv6 sockets)
 _ESTABLISHED = "01"
-
-
-@dataclass(frozen=True)
-class TcpSocket:
-    """One row of ``/proc/net/tcp``: a socket of this network namespace."""
-
-    local: tuple[str, int]
-    remote: tuple[str, int]
-    state: str  # the kernel's hex state; 01 is ESTABLISHED
-    uid: int
-    inode: int
-
-
-def _address(field: str) -> tuple[str, int]:
-    """``0100007F:1F90`` -> ("127.0.0.1", 8080): the address is the kernel's 32-bit words, each
-    in this machine's byte order; the port is plain hex."""
-    hex_ip, hex_port = field.split(":")
-    words = [int(hex_ip[i:i + 8], 16) for i in range(0, len(hex_ip), 8)]
-    raw = struct.pack(f"={len(words)}I", *words)
-    ip = ipaddress.ip_address(raw)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # a dual-stack socket's IPv4 peer
-    return str(ip), int(hex_port, 16)
-
-
-def parse_tcp_table(text: str) -> list[TcpSocket]:
-    """The rows of ``/proc/net/tcp`` or ``/proc/net/tcp6`` (the first line is the header)."""
-    rows = []
-    for line in text.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) < 10:
-            continue
-        try:
-            rows.append(TcpSocket(_address(fields[1]), _address(fields[2]), fields[3], int(fields[7]), int(fields[9])))
-        except ValueError:
-            continue
-    return rows
+# Headers only a web browser sends (on every request of the pages it shows, whatever their mode).
+BROWSER_HEADERS = ("Origin", "Sec-Fetch-Site", "Sec-Fetch-Mode", "Sec-Fetch-Dest")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
 def _normal(address: tuple[Any, ...]) -> tuple[str, int]:
@@ -94,23 +71,79 @@ def is_loopback(address: tuple[Any, ...]) -> bool:
         return False
 
 
-def socket_owner(client: tuple[Any, ...], server: tuple[Any, ...]) -> int | None:
-    """The uid that made the client's end of a loopback connection from ``client`` to
-    ``server`` (both as ``getpeername``/``getsockname`` give them); None where the client is
-    not on loopback or its socket is not in this namespace's table (gone already)."""
-    if not is_loopback(client):
+def table_field(address: tuple[str, int], v6: bool) -> str | None:
+    """("127.0.0.1", 8080) as ``/proc/net/tcp`` writes it: ``0100007F:1F90``, the address as
+    the kernel's 32-bit words, each in this machine's byte order, and the port in hex. In
+    ``tcp6`` an IPv4 address is IPv4-mapped (a dual-stack socket's); None where the table
+    cannot hold the address (an IPv6 one in ``tcp``)."""
+    ip = ipaddress.ip_address(address[0])
+    if isinstance(ip, ipaddress.IPv6Address) and not v6:
         return None
-    peer, ours = _normal(client), _normal(server)
-    for table in TCP_TABLES:
+    raw = ip.packed if isinstance(ip, ipaddress.IPv6Address) or not v6 else b"\0" * 10 + b"\xff\xff" + ip.packed
+    words = struct.unpack(f"={len(raw) // 4}I", raw)
+    return "".join(f"{word:08X}" for word in words) + f":{address[1]:04X}"
+
+
+def owner_in_table(lines: Iterable[str], client: tuple[str, int], server: tuple[str, int], v6: bool) -> int | None:
+    """The uid of the established socket from ``client`` to ``server`` among the rows of
+    ``/proc/net/tcp`` (``tcp6`` where ``v6``), compared as the kernel writes them and read no
+    further than the match; None where there is none."""
+    local, remote = table_field(client, v6), table_field(server, v6)
+    if local is None or remote is None:
+        return None
+    for line in lines:
+        fields = line.split(None, 8)  # sl local remote st queues timer retransmits uid ...
+        if len(fields) > 7 and fields[1] == local and fields[2] == remote and fields[3] == _ESTABLISHED:
+            return int(fields[7])
+    return None
+
+
+def socket_owner(client: tuple[Any, ...], server: tuple[Any, ...]) -> int | None:
+    """The uid that made the client's end of a connection from ``client`` to ``server`` (both
+    as ``getpeername``/``getsockname`` give them), over loopback or any other address; None
+    where its socket is not in this network namespace's tables (another machine's, another
+    namespace's, or gone already). The table of the client's address family first."""
+    try:
+        peer, ours = _normal(client), _normal(server)
+    except ValueError:
+        return None
+    for table, v6 in TCP_TABLES:
         try:
             with open(table) as f:
-                rows = parse_tcp_table(f.read())
-        except OSError:
+                uid = owner_in_table(f, peer, ours, v6)
+        except (OSError, ValueError):
             continue
-        for row in rows:
-            if row.local == peer and row.remote == ours and row.state == _ESTABLISHED:
-                return row.uid
+        if uid is not None:
+            return uid
     return None
+
+
+def host_and_port(value: str) -> tuple[str, int] | None:
+    """A ``Host`` header's name (lowercase; an IPv6 address without its brackets) and port
+    (80 where none is given); None where it is no host and port."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, closed, rest = value[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            return None
+        port = rest[1:]
+    else:
+        name, _, port = value.partition(":")
+        if ":" in port:
+            return None  # an IPv6 address is named in brackets
+    port = port or "80"
+    if not name or not (port.isascii() and port.isdigit()):
+        return None
+    return name, int(port)
+
+
+def _host_name(host: str) -> str:
+    """A host as ``Host`` headers are compared: lowercase, an address in its usual spelling."""
+    host = host.strip().lower().removeprefix("[").removesuffix("]").split("%")[0]
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return host
 
 
 def bearer(header: str | None) -> str | None:
@@ -130,6 +163,7 @@ class GuardedServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], handler: type, token: str | None, uid: int | None = None):
         self.token = token
+        self.host = address[0]  # as given (--host): a name a Host header may use
         self.uid = os.getuid() if uid is None else uid
         self._slots = {True: threading.BoundedSemaphore(MAX_OWNER_CONNECTIONS),
                        False: threading.BoundedSemaphore(MAX_OTHER_CONNECTIONS)}
@@ -189,6 +223,28 @@ def _refuse_busy(request: socket.socket, what: str) -> None:
         pass
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A connection's bytes, each read waiting no longer than ``timeout`` nor past
+    ``deadline`` (``time.monotonic()``; None for none): a caller sending its headers a byte at
+    a time, each long before a socket timeout, is closed at the deadline all the same."""
+
+    def __init__(self, connection: socket.socket, timeout: float):
+        self.connection, self.timeout = connection, timeout
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        wait = self.timeout
+        if self.deadline is not None:
+            wait = min(wait, self.deadline - time.monotonic())
+            if wait <= 0:
+                raise TimeoutError("the request line and headers were not all sent in time")
+        self.connection.settimeout(wait)
+        return self.connection.recv_into(buffer)
+
+
 class GuardedHandler(BaseHTTPRequestHandler):
     """A request handler that knows its caller before any body: ``admit()`` answers a refusal
     itself and says False; ``body_length()`` is the body's size once it may be read (or None,
@@ -199,9 +255,25 @@ class GuardedHandler(BaseHTTPRequestHandler):
     max_body = MAX_BODY
 
     def setup(self) -> None:
-        self.timeout = REQUEST_TIMEOUT if self.server.is_owner(self.request) else OTHERS_TIMEOUT
+        self.owner = self.server.is_owner(self.request)
+        self.timeout = REQUEST_TIMEOUT if self.owner else OTHERS_TIMEOUT
         super().setup()
+        self.rfile.close()  # read through the deadline instead
+        self._reader = _DeadlineReader(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self._reader)
         self._continue_asked = False
+
+    def handle_one_request(self) -> None:
+        if not self.owner:  # idle time before the request counts: the place it holds is one of 8
+            self._reader.deadline = time.monotonic() + OTHERS_HEADERS_DEADLINE
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        try:
+            return super().parse_request()  # reads the headers
+        finally:
+            self._reader.deadline = None
+            self.connection.settimeout(self.timeout)  # the answer is written with the plain timeout
 
     def handle_expect_100(self) -> bool:
         self._continue_asked = True  # sent by body_length(), after the caller is known
@@ -222,7 +294,31 @@ class GuardedHandler(BaseHTTPRequestHandler):
     def refused(self, code: int) -> None:
         """Called after each refusal (the endpoint logs it)."""
 
+    def not_a_programs_request(self) -> str | None:
+        """Why this request is one a web browser made (for a page, whoever the page's site is)
+        rather than a program's, or None."""
+        for name in BROWSER_HEADERS:
+            if name in self.headers:
+                return (f"a request with a {name} header comes from a web browser, and this local "
+                        f"{self.server.what} serves programs only (the SDK, scripts): a web page the browser "
+                        f"shows could otherwise use it as you")
+        port = self.server.server_address[1]
+        names = {*LOOPBACK_NAMES, _host_name(self.server.host), _host_name(self.connection.getsockname()[0])}
+        names = {name for name in names if name not in ("0.0.0.0", "::", "")}
+        given = self.headers.get("Host")
+        named = host_and_port(given or "")
+        if named is None or named[1] != port or _host_name(named[0]) not in names:
+            served = ", ".join(f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in sorted(names))
+            return (f"Host {given!r} is not this {self.server.what}'s address ({served}): it answers requests "
+                    f"made to its address only, never to another name that leads here (a web page's, made "
+                    f"to resolve to this machine)")
+        return None
+
     def admit(self) -> bool:
+        why = self.not_a_programs_request()
+        if why:
+            self.refuse(403, "PERMISSION_DENIED", why)
+            return False
         if self.server.authorized(self.request, self.headers.get("Authorization")):
             return True
         if self.headers.get("Authorization"):

@@ -6,7 +6,10 @@ Who may call it is decided before any body is read (``vertex/guard.py``): its ow
 this machine, found from the connection itself, with no secret at all; anyone else only
 with its token in an ``Authorization: Bearer`` header (never in the URL, which the SDK puts
 in every error message). Others get 403, a wrong token 401, and the connection is closed
-unread. Bodies are capped (413), a connection times out, and the connections served at
+unread. A web browser's requests are refused (403), whoever's browser: so are requests to a
+Host that is not the endpoint's address, and a POST whose body is not declared
+``application/json`` (415; the SDK always declares it, a page's form or no-cors fetch
+cannot). Bodies are capped (413), a connection times out, and the connections served at
 once are capped. It listens on loopback unless told otherwise. Errors are Google's
 (``{"error": {code, message, status}}``) from the error's own class (``exceptions.py``).
 Every request is a line of ``requests.log`` (method, path, status, milliseconds): how a
@@ -114,7 +117,7 @@ class Handler(GuardedHandler):
     def _answer(self, method: str) -> None:
         self._started = time.monotonic()
         url = urllib.parse.urlsplit(self.path)
-        if not self.admit():
+        if not self.admit() or not self._json_declared(method):
             return
         length = self.body_length()
         if length is None:
@@ -130,6 +133,18 @@ class Handler(GuardedHandler):
         self.end_headers()
         self.wfile.write(data)
         self.server.record(method, path, status, (time.monotonic() - self._started) * 1000)
+
+    def _json_declared(self, method: str) -> bool:
+        """Whether a POST's body (every POST here takes JSON) says it is JSON, as the SDK's do; a
+        web page can send text/plain, a form's types or none without asking the server first.
+        Answers 415 where it does not."""
+        if method != "POST" or self.headers.get_content_type() == "application/json":
+            return True
+        declared = self.headers.get("Content-Type")
+        self.refuse(415, "INVALID_ARGUMENT", f"a request's body here is JSON, declared with Content-Type: "
+                                             f"application/json (a charset may follow); this one declares "
+                                             f"{repr(declared) if declared is not None else 'none'}")
+        return False
 
     def refused(self, code: int) -> None:
         started = getattr(self, "_started", time.monotonic())

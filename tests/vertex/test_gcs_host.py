@@ -158,8 +158,8 @@ def test_a_half_sent_request_stalls_no_other_client(host, buckets):
 
     _, port = buckets
     stalled = socket.create_connection(("127.0.0.1", port), timeout=60)
-    stalled.sendall(b"POST /upload/storage/v1/b/b/o?uploadType=media&name=half HTTP/1.1\r\nHost: x\r\n"
-                    b"Content-Length: 1000\r\n\r\n0123456789")  # 990 bytes never come
+    stalled.sendall(f"POST /upload/storage/v1/b/b/o?uploadType=media&name=half HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                    f"Content-Length: 1000\r\n\r\n0123456789".encode())  # 990 bytes never come
     try:
         host.write("/gcs/b/while-stalled/x", b"written")  # the client's own timeout: 60 s
         assert host.read("/gcs/b/while-stalled/x") == b"written"
@@ -172,3 +172,105 @@ def test_the_emulator_never_listens_beyond_loopback(tmp_path):
 
     with pytest.raises(GtcError, match="loopback only, not 0.0.0.0"):
         start_storage(tmp_path, "0.0.0.0", "b")
+
+
+def call(port: int, method: str, path: str, body: bytes = b"", headers: dict | None = None) -> tuple[int, dict]:
+    """A plain HTTP request (http.client names the Host it connects to unless ``headers`` do)."""
+    import http.client
+    import json
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        reply = connection.getresponse()
+        return reply.status, json.loads(reply.read() or b"{}")
+    finally:
+        connection.close()
+
+
+# What a browser adds to a request a web page makes (fetch(..., {mode: "no-cors"}), a form): any one refuses it.
+BROWSER_HEADERS = [{"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Mode": "no-cors"},
+                   {"Sec-Fetch-Dest": "empty"}]
+
+
+@pytest.mark.parametrize("browser", BROWSER_HEADERS, ids=lambda h: next(iter(h)))
+def test_a_web_pages_upload_is_refused_and_stores_nothing(buckets, browser):
+    # The user's browser connects from loopback as the user: without this, any page it shows could upload.
+    root, port = buckets
+    upload = "/upload/storage/v1/b/b/o?uploadType=media&name=from-a-page/states.pt"
+    status, answer = call(port, "POST", upload, b"a pickle", {"Content-Type": "text/plain", **browser})
+    assert (status, answer["error"]["status"]) == (403, "PERMISSION_DENIED"), answer
+    assert next(iter(browser)) in answer["error"]["message"], answer
+    assert not (root / "b" / "from-a-page").exists()
+
+
+def test_a_request_to_a_name_that_is_not_the_emulators_address_is_refused(buckets):
+    # DNS rebinding: a page's own name made to resolve to 127.0.0.1; the browser then sends that name as Host.
+    root, port = buckets
+    status, answer = call(port, "GET", "/storage/v1/b/b/o", headers={"Host": f"evil.example:{port}"})
+    assert status == 403 and "evil.example" in answer["error"]["message"], answer
+    upload = "/upload/storage/v1/b/b/o?uploadType=media&name=rebound/x"
+    assert call(port, "POST", upload, b"x", {"Host": f"evil.example:{port}"})[0] == 403
+    assert call(port, "GET", "/storage/v1/b/b/o", headers={"Host": f"127.0.0.1:{port + 1}"})[0] == 403
+    assert not (root / "b" / "rebound").exists()
+    for name in ("localhost", "127.0.0.1", "LOCALHOST"):  # its own addresses, as a program names them
+        assert call(port, "GET", "/storage/v1/b/b/o", headers={"Host": f"{name}:{port}"})[0] == 200
+
+
+# Another local user holds every place the emulator keeps for callers other than its own user,
+# each connection sending its headers a byte a second (never idle long enough for a socket
+# timeout), while a token holder keeps asking.
+TRICKLING = """
+import http.client, json, socket, sys, threading, time
+port, token, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+head = ("GET /storage/v1/b/b/o HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nX-Slow: " % port).encode() + b"." * 600
+def call():
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", "/storage/v1/b/b/o", headers={"Authorization": "Bearer " + token})
+    return c.getresponse().status
+closed = [threading.Event() for _ in range(count)]
+answered = [0] * count
+def watch(i, s):  # until the emulator closes the connection; what it answered, if anything
+    try:
+        while data := s.recv(4096):
+            answered[i] += len(data)
+    except OSError:
+        pass
+    closed[i].set()
+def trickle(i, s):
+    for byte in head[1:]:
+        if closed[i].wait(1):
+            return
+        try:
+            s.sendall(bytes([byte]))
+        except OSError:
+            return
+slow = [socket.create_connection(("127.0.0.1", port), timeout=600) for _ in range(count)]
+for i, s in enumerate(slow):
+    s.sendall(head[:1])
+    threading.Thread(target=watch, args=(i, s), daemon=True).start()
+first = call()  # taken after the slow ones: none of the places is left
+for i, s in enumerate(slow):
+    threading.Thread(target=trickle, args=(i, s), daemon=True).start()
+last, give_up = first, time.monotonic() + 60
+while last != 200 and time.monotonic() < give_up:
+    time.sleep(0.5)
+    last = call()
+print(json.dumps({"first": first, "last": last, "closed": sum(c.is_set() for c in closed),
+                  "answered": sum(answered)}))
+"""
+
+
+def test_connections_trickling_their_headers_hold_no_place_past_a_deadline(buckets, normal_user):
+    import json
+    import sys
+
+    from jupyter_gtc.vertex.guard import MAX_OTHER_CONNECTIONS
+
+    _, port = buckets
+    ran = normal_user.run([sys.executable, "-c", TRICKLING, str(port), TOKEN, str(MAX_OTHER_CONNECTIONS)])
+    assert ran.returncode == 0, ran.stderr
+    got = json.loads(ran.stdout)
+    assert got["first"] == 503, got  # the tricklers hold every place for others
+    assert got["last"] == 200, got  # ... until the deadline for their headers closed them
+    assert (got["closed"], got["answered"]) == (MAX_OTHER_CONNECTIONS, 0), got  # closed unanswered, by the emulator

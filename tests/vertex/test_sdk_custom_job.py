@@ -17,6 +17,7 @@ import pytest
 from jupyter_gtc import api
 from tests.conftest import sleep_until
 from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
+from tests.vertex.test_gcs_host import BROWSER_HEADERS, call
 
 pytestmark = pytest.mark.slurm
 
@@ -231,7 +232,8 @@ def test_a_tuning_job_with_a_misspelled_study_field_names_it(endpoint):
         "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValu": 1}}]},
         "trialJobSpec": {"workerPoolSpecs": [pool(["true"])]}}
     request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/hyperparameterTuningJobs",
-                                     data=json.dumps(body).encode(), method="POST")
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=30)
     error = json.loads(info.value.read())["error"]
@@ -258,7 +260,8 @@ def test_a_package_uri_without_a_bucket_is_refused_not_read_from_the_root(endpoi
          "pythonPackageSpec": {"executorImageUri": IMAGE, "packageUris": ["gs:///etc/passwd"],
                                "pythonModule": "trainer.task"}}]}}
     request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/customJobs",
-                                     data=json.dumps(body).encode(), method="POST")
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=30)
     error = json.loads(info.value.read())["error"]
@@ -314,7 +317,8 @@ def test_a_pool_with_too_many_replicas_names_the_field(endpoint):
         {"machineSpec": {"machineType": "a3-highgpu-8g"}, "replicaCount": "5",
          "containerSpec": {"imageUri": IMAGE, "command": ["true"]}}]}}
     request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/customJobs",
-                                     data=json.dumps(body).encode(), method="POST")
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=30)
     error = json.loads(info.value.read())["error"]
@@ -334,8 +338,8 @@ def call(method, path, headers=None):
     return r.status, r.read().decode(errors="replace")
 def announce(length):  # headers only: the answer must come before any of the body
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
-    s.sendall(("POST /v1/projects/p/locations/l/customJobs HTTP/1.1\\r\\nHost: x\\r\\n"
-               "Content-Length: %s\\r\\n\\r\\n" % length).encode())
+    s.sendall(("POST /v1/projects/p/locations/l/customJobs HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\n"
+               "Content-Length: %s\\r\\n\\r\\n" % (port, length)).encode())
     answer = s.recv(4096).decode(errors="replace")
     s.close()
     return int(answer.split()[1])
@@ -402,8 +406,8 @@ def test_a_body_too_large_or_a_length_that_is_no_size_is_refused_unread(endpoint
 
     def announce(length: str) -> tuple[int, dict]:
         with socket.create_connection(("127.0.0.1", endpoint.port), timeout=60) as s:
-            s.sendall(f"POST /v1/projects/p/locations/l/customJobs HTTP/1.1\r\nHost: x\r\n"
-                      f"Content-Length: {length}\r\n\r\n".encode())
+            s.sendall(f"POST /v1/projects/p/locations/l/customJobs HTTP/1.1\r\nHost: 127.0.0.1:{endpoint.port}\r\n"
+                      f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n".encode())
             answer = b""
             while chunk := s.recv(65536):
                 answer += chunk
@@ -417,6 +421,88 @@ def test_a_body_too_large_or_a_length_that_is_no_size_is_refused_unread(endpoint
         status, error = announce(bad)
         assert status == 400 and repr(bad) in error["message"], (bad, error)
     assert served.memory_info().rss < rss_before + 50 * 2**20
+
+
+def jobs_named(name: str) -> list:
+    return [j for j in api.list_jobs("vertex", foreign=False) if j.name == name]
+
+
+def job_body(name: str) -> bytes:
+    return json.dumps({"displayName": name, "jobSpec": {"workerPoolSpecs": [
+        {"machineSpec": {"machineType": "a3-highgpu-8g"}, "replicaCount": "1",
+         "containerSpec": {"imageUri": IMAGE, "command": ["true"]}}]}}).encode()
+
+
+JOBS = "/v1/projects/p/locations/l/customJobs"
+# The user's browser connects from loopback as the user, so without these checks any web page
+# it shows could run jobs: fetch(url, {method: "POST", mode: "no-cors", body}) sends text/plain,
+# with no preflight. A browser always adds some of these headers; the SDK never does.
+WEB_PAGES = [{"Origin": "http://evil.example", "Sec-Fetch-Mode": "no-cors", "Content-Type": "text/plain;charset=UTF-8"},
+             *({**header, "Content-Type": "application/json"} for header in BROWSER_HEADERS)]
+
+
+@pytest.mark.parametrize("browser", WEB_PAGES, ids=lambda h: "+".join(k for k in h if k != "Content-Type"))
+def test_a_job_a_web_page_sends_through_the_users_browser_is_refused_and_never_runs(endpoint, browser):
+    status, answer = call(endpoint.port, "POST", JOBS, job_body("from-a-web-page"), browser)
+    assert (status, answer["error"]["status"]) == (403, "PERMISSION_DENIED"), answer
+    assert "browser" in answer["error"]["message"], answer
+    assert call(endpoint.port, "GET", JOBS, headers=browser)[0] == 403  # nor read
+    assert jobs_named("from-a-web-page") == []
+
+
+def test_a_body_not_declared_json_is_refused_and_never_runs(endpoint):
+    # A form, or a program's text/plain: only the SDK's application/json (a charset is fine) is taken.
+    for declared in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None):
+        status, answer = call(endpoint.port, "POST", JOBS, job_body("not-declared-json"),
+                              {"Content-Type": declared} if declared else {})
+        assert (status, answer["error"]["status"]) == (415, "INVALID_ARGUMENT"), (declared, answer)
+        assert "application/json" in answer["error"]["message"], answer
+    assert jobs_named("not-declared-json") == []
+    status, answer = call(endpoint.port, "POST", JOBS, b"{}", {"Content-Type": "application/json; charset=UTF-8"})
+    assert (status, answer["error"]["status"]) == (400, "INVALID_ARGUMENT"), answer  # read: an empty job
+
+
+def test_a_request_to_a_name_that_is_not_the_endpoints_address_is_refused(endpoint):
+    # DNS rebinding: a page's own name made to resolve to 127.0.0.1; the browser then sends that name as Host.
+    status, answer = call(endpoint.port, "GET", JOBS, headers={"Host": f"evil.example:{endpoint.port}"})
+    assert (status, answer["error"]["status"]) == (403, "PERMISSION_DENIED"), answer
+    assert f"evil.example:{endpoint.port}" in answer["error"]["message"], answer
+    assert call(endpoint.port, "POST", JOBS, job_body("rebound"), {"Host": f"evil.example:{endpoint.port}",
+                                                                    "Content-Type": "application/json"})[0] == 403
+    assert call(endpoint.port, "GET", JOBS, headers={"Host": f"127.0.0.1:{endpoint.port + 1}"})[0] == 403
+    assert jobs_named("rebound") == []
+    for name in ("127.0.0.1", "localhost", "[::1]"):  # its own addresses, as a program names them
+        assert call(endpoint.port, "GET", JOBS, headers={"Host": f"{name}:{endpoint.port}"})[0] == 200, name
+
+
+def test_an_endpoint_served_beyond_loopback_serves_its_own_user_with_no_token(endpoint, aiplatform, monkeypatch):
+    import psutil
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    from jupyter_gtc._ports import free_ports
+    from jupyter_gtc.services.vertex_local import start
+    from jupyter_gtc.state import default_home
+    from tests.vertex.test_guard import address_beyond_loopback
+
+    address = address_beyond_loopback()
+    if address is None:
+        pytest.skip("this machine has no address beyond loopback to serve on")
+    for variable in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(variable, f"127.0.0.1,localhost,{address}")
+    served = start(default_home(), "vertex", free_ports(1, address)[0], host=address)  # gtc vertex serve --host
+    try:
+        assert served.api_endpoint == f"http://{address}:{served.port}"
+        client = aiplatform_v1.JobServiceClient(credentials=AnonymousCredentials(), transport="rest",
+                                                client_options={"api_endpoint": served.api_endpoint})
+        list(client.list_custom_jobs(parent="projects/local-project/locations/us-central1"))  # no token given
+        last = requests_logged()[-1]
+        assert (last["method"], last["path"], last["status"]) == (
+            "GET", "/v1/projects/local-project/locations/us-central1/customJobs", 200), last
+    finally:
+        process = psutil.Process(served.process["pid"])
+        process.terminate()
+        process.wait(timeout=60)
 
 
 def test_an_sdk_error_shows_no_secret(aiplatform, endpoint):

@@ -1,5 +1,5 @@
-"""What the defaults cost at bring-up: a 2-node local cluster created and deleted with Slurm
-alone (``supervisor: false``, ``accounting: {enabled: false}``: the baseline), with the
+"""What the defaults cost at bring-up: a 2-node local cluster created, scaled to 3 nodes and
+deleted with Slurm alone (``supervisor: false``, ``accounting: {enabled: false}``: the baseline), with the
 supervisor, with accounting, and with both (the defaults), measured in turn in one run and in
 one GTC_HOME.
 
@@ -44,15 +44,17 @@ def spec(name: str, supervisor: bool, accounting: bool, nodes: int = 2) -> dict:
             "local": {"resource_scale": 0.25, "supervisor": supervisor}}
 
 
-def measure(name: str, supervisor: bool, accounting: bool) -> tuple[float, float]:
+def measure(name: str, supervisor: bool, accounting: bool) -> tuple[float, float, float]:
     from jupyter_gtc import api
 
     t0 = time.perf_counter()
     cluster = api.create_cluster(spec(name, supervisor, accounting))
     t1 = time.perf_counter()
     assert all(n.ready for n in cluster.nodes)
+    api.scale_cluster(name, "cpu", 3)  # restarts slurmctld, starts one slurmd
+    t2 = time.perf_counter()
     api.delete_cluster(name)
-    return t1 - t0, time.perf_counter() - t1
+    return t1 - t0, t2 - t1, time.perf_counter() - t2
 
 
 def main() -> int:
@@ -62,7 +64,7 @@ def main() -> int:
     home = os.environ["GTC_HOME"] = tempfile.mkdtemp(prefix="gtc-bench-")
     from jupyter_gtc import api
 
-    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in SETUPS}
+    runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in SETUPS}
     try:
         for _ in range(args.repeat):  # interleaved, so a busy moment of the machine hits every setup
             for key, (_, supervisor, accounting, warm) in SETUPS.items():
@@ -79,12 +81,13 @@ def main() -> int:
     # The best of the runs too: a create is a fraction of a second, and a busy machine (a
     # slurmd's first registration missed, retried a second later) moves a median.
     for name, pick in (("median", statistics.median), ("best", min)):
-        up0, down0 = (pick(c) for c in zip(*runs["alone"]))
-        print(f"2-node local cluster, {name} of {args.repeat}: create to all idle, and delete")
-        print(f"{'':34} {'create':>8} {'x alone':>8} {'delete':>8} {'x alone':>8}")
+        up0, scale0, down0 = (pick(c) for c in zip(*runs["alone"]))
+        print(f"2-node local cluster, {name} of {args.repeat}: create to all idle, scale to 3 nodes, delete")
+        print(f"{'':34} {'create':>8} {'x alone':>8} {'scale':>8} {'x alone':>8} {'delete':>8} {'x alone':>8}")
         for key, (label, *_) in SETUPS.items():
-            up, down = (pick(c) for c in zip(*runs[key]))
-            print(f"{label:34} {up:>7.2f}s {up / up0:>8.2f} {down:>7.2f}s {down / down0:>8.2f}")
+            up, scale, down = (pick(c) for c in zip(*runs[key]))
+            print(f"{label:34} {up:>7.2f}s {up / up0:>8.2f} {scale:>7.2f}s {scale / scale0:>8.2f} "
+                  f"{down:>7.2f}s {down / down0:>8.2f}")
     return 0
 
 

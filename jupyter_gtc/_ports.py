@@ -18,3 +18,20 @@ def free_ports(count: int, host: str = "0.0.0.0") -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def listening(port: int) -> bool:
+    """Whether a TCP socket of this network namespace listens on ``port`` (any address), read
+    from the kernel's tables: no connection is made, so the daemon logs nothing."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    # local_address is ADDR:PORT in hex; state 0A is LISTEN
+                    if len(fields) > 3 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except (OSError, ValueError):
+            continue
+    return False

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _process
-from .._ports import free_ports
+from .._ports import free_ports, listening
 from ..exceptions import BackendUnavailable, ClusterBusy, ClusterStartError, CommandError, SpecError, SpecErrors
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import READY_STATES, NodeStatus
@@ -378,6 +378,12 @@ class LocalBackend(Backend):
             progress("starting slurmctld")
             daemons.start("slurmctld", ["slurmctld", "-D", "-i"], run, root / "log" / "slurmctld.out", env)
         to_start = [n for n in wanted if n not in running]
+        if to_start:
+            # A slurmd registers as it starts and, refused, again 1 s later (then 2, 4 ... s):
+            # nodes started before slurmctld listened were idle a second late, in one create of
+            # two on a 2-core machine and in every one keeping accounting (whose slurmctld
+            # loads it from slurmdbd first). Nodes start once it listens.
+            self._wait_listening(runtime)
         hosts_file = root / "etc" / "hosts"  # written by _write_config; each node sees it as /etc/hosts
         for i, name in enumerate(to_start, 1):
             progress(f"starting slurmd {i}/{len(to_start)}: {name}")
@@ -575,6 +581,18 @@ class LocalBackend(Backend):
         # associations from slurmdbd first), and every create waits here.
         _wait_for(up, READY_TIMEOUT, lambda: ClusterStartError(
             "slurmctld did not answer within 60 s:\n" + _tail(root / "log" / "slurmctld.log")), longest=0.1)
+
+    def _wait_listening(self, runtime: dict[str, Any]) -> None:
+        root = Path(runtime["dir"])
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not listening(runtime["controller_port"]):
+            if daemons.find("slurmctld", root / "run") is None:
+                raise ClusterStartError("slurmctld exited:\n" + _tail(root / "log" / "slurmctld.log")
+                                        + _tail(root / "log" / "slurmctld.out"))
+            if time.monotonic() > deadline:
+                raise ClusterStartError(f"slurmctld did not listen within {READY_TIMEOUT:.0f} s:\n"
+                                        + _tail(root / "log" / "slurmctld.log"))
+            time.sleep(0.01)
 
     def _wait_ready(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         self._wait_controller(runtime)

@@ -71,6 +71,30 @@ def test_sacct_sacctmgr_and_sreport_work_on_a_cluster_that_keeps_accounting(clus
     assert report.returncode == 0 and "accounting storage is disabled" not in report.stderr.lower()
 
 
+def test_slurmctld_and_sacct_reach_slurmdbd_through_the_clusters_relay_which_goes_with_it(cluster):
+    """Slurm 22.05 sends each message as two writes and never sets TCP_NODELAY: over loopback
+    every message to or from slurmdbd waited 40 ms for a delayed ACK (slurmctld's start took
+    ~1 s loading TRES, QOS, associations and users one message at a time). slurm.conf names
+    the relay's port, which forwards to slurmdbd's own; the timing is bench/bringup_defaults.py's."""
+    root = Path(cluster.runtime["dir"])
+    conf = dict(line.split("=", 1) for line in (root / "etc" / "slurm.conf").read_text().splitlines() if "=" in line)
+    dbd = dict(line.split("=", 1) for line in (root / "etc" / "slurmdbd.conf").read_text().splitlines() if "=" in line)
+    ports = cluster.runtime["accounting"]
+    assert conf["AccountingStoragePort"] == str(ports["relay_port"]) != dbd["DbdPort"] == str(ports["dbd_port"])
+    relay = [p for p in psutil.process_iter(["cmdline"]) if "dbd_relay.py" in " ".join(p.info["cmdline"] or [])
+             and str(ports["relay_port"]) in p.info["cmdline"]]
+    assert relay
+    other = api.create_cluster(small_gpu_spec("acct-relay", nodes=1, accounting=None))
+    try:
+        # A job submitted as the create returns is in sacct once it ended.
+        job = api.submit_job(other.name, "#!/bin/bash\nexit 0\n").wait(timeout=120)
+        assert sleep_until(lambda: _sacct(other.name, job.id) == [f"{job.id}|COMPLETED|0:0"]), _sacct(other.name, job.id)
+    finally:
+        api.delete_cluster(other.name)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "dbd_relay.py" in " ".join(p.info["cmdline"] or [])
+                and str(other.runtime["accounting"]["relay_port"]) in p.info["cmdline"]]
+
+
 def test_the_databases_password_is_written_in_slurmdbd_conf_alone(cluster):
     root = Path(cluster.runtime["dir"])
     conf = root / "etc" / "slurmdbd.conf"

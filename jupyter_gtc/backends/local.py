@@ -361,7 +361,8 @@ class LocalBackend(Backend):
                 slots[name] = min(set(range(len(slots) + 1)) - set(slots.values()))
         self._write_config(spec, runtime)
 
-        if daemons.find("munged", run) is None:
+        munged = daemons.find("munged", run) is None
+        if munged:
             progress("starting munged")
             self._start_munged(root, Path(runtime["munge_socket_dir"]))
         running = {label.removeprefix("slurmd-") for label in daemons.labels(run)
@@ -373,7 +374,10 @@ class LocalBackend(Backend):
             progress(f"stopping node {name}")
             _stop_node(root, net, slots, name)
         if _keeps_accounting(runtime):
+            # While munged starts: neither MariaDB nor slurmdbd asks it anything before slurmctld does.
             accounting.start(self._accounting_layout(spec.name, runtime), self.home, spec.name, env, progress)
+        if munged:
+            self._wait_munged(root, Path(runtime["munge_socket_dir"]))
         if daemons.find("slurmctld", run) is None:
             progress("starting slurmctld")
             daemons.start("slurmctld", ["slurmctld", "-D", "-i"], run, root / "log" / "slurmctld.out", env)
@@ -564,8 +568,13 @@ class LocalBackend(Backend):
             f"--key-file={munge / 'munge.key'}", f"--seed-file={munge / 'seed'}",
             f"--pid-file={root / 'run' / 'munged.internal-pid'}", f"--log-file={root / 'log' / 'munged.log'}",
         ], root / "run", root / "log" / "munged.out", {"PATH": daemon_path()}, plain=as_user)
-        _wait_for(lambda: (sock_dir / "munge.socket").exists(), 10,
-                  lambda: ClusterStartError("munged did not start: " + _tail(root / "log" / "munged.out")))
+
+    def _wait_munged(self, root: Path, sock_dir: Path) -> None:
+        deadline = time.monotonic() + 10
+        while not (sock_dir / "munge.socket").exists():  # made within ~20 ms: looked at often
+            if time.monotonic() > deadline:
+                raise ClusterStartError("munged did not start: " + _tail(root / "log" / "munged.out"))
+            time.sleep(0.01)
 
     def _wait_controller(self, runtime: dict[str, Any]) -> None:
         root = Path(runtime["dir"])

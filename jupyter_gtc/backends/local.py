@@ -49,10 +49,11 @@ from ..slurm.commands import SlurmCommands
 from ..slurm.parse import READY_STATES, NodeStatus
 from ..slurm.render import (
     UNSAFE_IN_CONF, AccountingLayout, NodeDecl, PartitionDecl, SlurmLayout, accounting_slurm_conf, render_gres_conf,
-    render_health_check, render_job_submit_lua, render_script_chain, render_slurm_conf, render_task_prolog,
+    render_health_check, render_job_submit_lua, render_slurm_conf, render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
 from . import accounting, daemons, hosts, netns, owned, storage, supervisor
+from . import cluster_files as files
 from ..health.checks import FAIL, FAULTS, CheckResult, NodeHealth
 from .base import Backend, ClusterStatus, NotApplied, Progress, no_progress
 
@@ -178,7 +179,7 @@ class LocalBackend(Backend):
         runtime["user"] = {"uid": os.geteuid(), "name": _user_name()}  # whom every daemon runs as
         if root.exists():
             self._remove(root)  # left by a create that died before it was recorded
-        _make_private_dir(root)
+        files.make_private_dir(root)
         for sub in ("etc", "run", "state", "log", "spool", "gpus"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         runtime["hostname"] = socket.gethostname().split(".")[0]
@@ -190,7 +191,7 @@ class LocalBackend(Backend):
             net = netns.create_network(_cluster_id(root))
             runtime["network"] = {"cluster_id": net.cluster_id, "subnet": net.subnet}
             progress(f"created bridge {net.bridge} ({net.gateway}/24)")
-        _write_munge_key(root)
+        files.write_munge_key(root)
         if spec.slurm.accounting.enabled and not accounting.missing_packages(daemon_path()):
             self._accounting_layout(spec.name, runtime)  # from here on, runtime says it keeps accounting
         self._apply(spec, runtime, progress, restart_controller=False)
@@ -429,9 +430,9 @@ class LocalBackend(Backend):
                           default=(i == 0))
             for i, part in enumerate(spec.slurm.partitions))
         etc = root / "etc"
-        has_prolog = _write_chain(etc, "prolog", spec.slurm.prolog_bash_scripts)
-        has_epilog = _write_chain(etc, "epilog", spec.slurm.epilog_bash_scripts)
-        _write_startup_scripts(etc, spec)
+        has_prolog = files.write_chain(etc, "prolog", spec.slurm.prolog_bash_scripts)
+        has_epilog = files.write_chain(etc, "epilog", spec.slurm.epilog_bash_scripts)
+        files.write_startup_scripts(etc, spec)
         storage.prepare(spec, root, runtime)
         net = _net(runtime)
         scheduling = spec.slurm.scheduling
@@ -448,15 +449,15 @@ class LocalBackend(Backend):
             health_check_interval=spec.local.health_check_interval, slurmd_timeout=spec.local.slurmd_timeout,
             cred_expire=spec.local.cred_expire)
         if layout.slurm_user != "root":
-            _atomic_write(etc / "job_submit.lua", render_job_submit_lua(_owner(runtime)["uid"], layout.slurm_user))
-        _atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
-        _atomic_write(etc / "gres.conf", render_gres_conf(layout))
-        # In place, not _atomic_write: running nodes have this very file mounted as /etc/hosts.
+            files.atomic_write(etc / "job_submit.lua", render_job_submit_lua(_owner(runtime)["uid"], layout.slurm_user))
+        files.atomic_write(etc / "slurm.conf", render_slurm_conf(layout))
+        files.atomic_write(etc / "gres.conf", render_gres_conf(layout))
+        # In place, not files.atomic_write: running nodes have this very file mounted as /etc/hosts.
         hosts.write_hosts(etc / "hosts", spec.name, [(n.name, n.addr) for n in nodes])
-        _write_script(etc / "task_prolog.sh", render_task_prolog(etc / "slurm.conf"))
+        files.write_script(etc / "task_prolog.sh", render_task_prolog(etc / "slurm.conf"))
         if spec.local.health_check_interval:
             (self.home / "jobs").mkdir(parents=True, exist_ok=True)  # its disk check: a missing one fails
-            _write_script(etc / "health_check.sh", render_health_check(
+            files.write_script(etc / "health_check.sh", render_health_check(
                 sys.executable, etc / "slurm.conf", root / "faults", root / "health", (str(self.home / "jobs"),)))
 
     def _accounting_layout(self, name: str, runtime: dict[str, Any]) -> AccountingLayout:
@@ -495,7 +496,7 @@ class LocalBackend(Backend):
         mounts, script = _init_plan(spec, root, name)
         if not mounts and script is None:
             return {}
-        status, log = _init_status(root, name), _startup_log(root, name)
+        status, log = files.init_status(root, name), files.startup_log(root, name)
         status.unlink(missing_ok=True)
         log.unlink(missing_ok=True)
         return {"mounts": [(m.folder, m.path) for m in mounts], "startup": (script, log) if script else None,
@@ -508,7 +509,7 @@ class LocalBackend(Backend):
         the change fails with the script's output and exit code; the caller rolls back."""
         run = root / "run"
         plans = {n: _init_plan(spec, root, n) for n in started}
-        pending = {n: _init_status(root, n) for n, (mounts, script) in plans.items() if mounts or script}
+        pending = {n: files.init_status(root, n) for n, (mounts, script) in plans.items() if mounts or script}
         if not pending:
             return
         with_script = sum(plans[n][1] is not None for n in pending)
@@ -519,7 +520,7 @@ class LocalBackend(Backend):
         def finished() -> bool:
             for name, status in list(pending.items()):
                 if status.exists():
-                    code = _exit_code(status)
+                    code = files.exit_code(status)
                     if code != 0:
                         failed[name] = code
                 elif daemons.find(f"slurmd-{name}", run) is None and not status.exists():  # (written as it ended?)
@@ -533,7 +534,7 @@ class LocalBackend(Backend):
             name = sorted(pending)[0]
             return ClusterStartError(
                 f"the startup script of pool {_pool_of(spec, name).id} still runs on node {name} after "
-                f"{STARTUP_TIMEOUT:.0f} s; its output so far:\n" + _tail(_startup_log(root, name), 20))
+                f"{STARTUP_TIMEOUT:.0f} s; its output so far:\n" + _tail(files.startup_log(root, name), 20))
 
         _wait_for(finished, STARTUP_TIMEOUT, too_long)
         if not failed:
@@ -548,7 +549,7 @@ class LocalBackend(Backend):
                                     f"(mounting its storage or starting its startup script):\n"
                                     + _tail(root / "log" / f"slurmd-{name}.out"))
         raise ClusterStartError(f"the startup script of pool {pool.id} failed on node {name} with exit code "
-                                f"{code}{others}; its output:\n" + _tail(_startup_log(root, name), 20))
+                                f"{code}{others}; its output:\n" + _tail(files.startup_log(root, name), 20))
 
     def _start_munged(self, root: Path, sock_dir: Path) -> None:
         munge = root / "munge"
@@ -857,61 +858,19 @@ def _pool_of(spec: ClusterSpec, node: str) -> NodePool:
 def _init_plan(spec: ClusterSpec, root: Path, node: str) -> tuple[list[storage.Mount], Path | None]:
     """What ``node`` mounts, and the startup script it runs (None if its pool has none)."""
     pool = _pool_of(spec, node)
-    return storage.pool_mounts(spec, pool, root), (_startup_script(root / "etc", pool) if pool.startup_script else None)
+    return storage.pool_mounts(spec, pool, root), (files.startup_script(root / "etc", pool) if pool.startup_script else None)
 
 
-def _startup_script(etc: Path, pool: NodePool) -> Path:
-    return etc / "startup" / f"{pool.id}.sh"
 
 
-def _startup_log(root: Path, node: str) -> Path:
-    return root / "log" / f"startup-{node}.log"
 
 
-def _init_status(root: Path, node: str) -> Path:
-    """Where node_init.sh writes how the node's set-up ended (its startup script's exit code)."""
-    return root / "run" / f"init-{node}.status"
 
 
-def _exit_code(status: Path) -> int:
-    try:
-        return int(status.read_text().strip())
-    except (OSError, ValueError):
-        return 1
 
 
-def _write_startup_scripts(etc: Path, spec: ClusterSpec) -> None:
-    """Each compute pool's startup script as ``etc/startup/<pool>.sh`` (none where it has none).
-    Replaced, never rewritten in place: a node may be running the previous one."""
-    folder = etc / "startup"
-    folder.mkdir(exist_ok=True)
-    wanted = {}
-    for pool in spec.compute_pools():
-        if pool.startup_script:
-            body = pool.startup_script
-            wanted[_startup_script(etc, pool)] = body if body.startswith("#!") else "#!/bin/bash\n" + body
-    for path in folder.glob("*.sh"):
-        if path not in wanted:
-            path.unlink()
-    for path, body in wanted.items():
-        _write_script(path, body)
 
 
-def _write_chain(etc: Path, kind: str, scripts: list[str]) -> bool:
-    """Write the spec's prolog (or epilog) scripts and the chain that runs them; False if none."""
-    folder = etc / f"{kind}.d"
-    shutil.rmtree(folder, ignore_errors=True)
-    if not scripts:
-        (etc / f"{kind}.sh").unlink(missing_ok=True)
-        return False
-    folder.mkdir(parents=True)
-    paths = []
-    for i, body in enumerate(scripts):
-        path = folder / f"{i:02d}.sh"
-        _write_script(path, body if body.startswith("#!") else "#!/bin/bash\n" + body)
-        paths.append(path)
-    _write_script(etc / f"{kind}.sh", render_script_chain(paths))
-    return True
 
 
 def _munge_socket_dir(root: Path, uid: int | None = None) -> Path:
@@ -952,46 +911,12 @@ def _check_owner(spec: ClusterSpec, runtime: dict[str, Any], action: str, allow_
                              + (" or as root" if allow_root else ""))
 
 
-def _make_private_dir(root: Path) -> None:
-    """The cluster's folder, for its user alone from the moment it exists (0700: never a
-    chmod afterwards, which would leave a moment when others may enter). Every daemon runs as
-    that user; a normal user's munged accepts private folders above its socket (--force)."""
-    root.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        root.mkdir(mode=0o700)
-    except FileExistsError:
-        raise ClusterStartError(f"{root} is still there after removing what an earlier create left; "
-                                "remove it and create the cluster again") from None
 
 
-def _write_munge_key(root: Path) -> None:
-    """128 random bytes, readable by the cluster's user alone from the file's creation on: with
-    the key anyone forges munge credentials for any uid (root's, on a root cluster).
-    ``O_EXCL``: never a file that was there (a link someone put in the way); mode 0400, which no
-    umask widens."""
-    folder = root / "munge"
-    folder.mkdir(mode=0o700)
-    fd = os.open(folder / "munge.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
-    with os.fdopen(fd, "wb") as f:
-        f.write(os.urandom(128))
 
 
-def _write_script(path: Path, text: str) -> None:
-    """An executable for the cluster's user alone (0700 from its creation: the spec's scripts
-    may hold secrets), replaced whole, never rewritten in place: a node may be running the
-    previous one."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    tmp.replace(path)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _wait_for(check, timeout: float, error, longest: float = 0.5) -> None:

@@ -198,6 +198,7 @@ class VertexCollection:
 
     kind = ""
     message_type: Any = None
+    spec_field = ""  # the message's job spec (its worker pools), whose unapplied fields are named
 
     def __init__(self, jobs: JobService, cluster: str):
         self.jobs = jobs
@@ -256,7 +257,10 @@ class VertexCollection:
 
     def _not_applied(self, message: Any) -> dict[str, str]:
         """Fields of ``message`` set but not applied here: {path: why}."""
-        return {}
+        found = not_applied(getattr(message, self.spec_field), self.spec_field)
+        if "encryption_spec" in message:
+            found["encryption_spec"] = "the local buckets are not encrypted with your key"
+        return found
 
     def _start(self, message: Any, job_id: str, note: str = "") -> str:
         """Submit ``message``'s job or study (``note``: what of it is not applied, for its log);
@@ -278,12 +282,7 @@ class VertexJobs(VertexCollection):
 
     kind = "customJobs"
     message_type = vx.CustomJob
-
-    def _not_applied(self, custom_job: Any) -> dict[str, str]:
-        found = not_applied(custom_job.job_spec, "job_spec")
-        if "encryption_spec" in custom_job:
-            found["encryption_spec"] = "the local buckets are not encrypted with your key"
-        return found
+    spec_field = "job_spec"
 
     def _start(self, custom_job: Any, job_id: str, note: str = "") -> str:
         options, env = self._submission(custom_job, job_id)

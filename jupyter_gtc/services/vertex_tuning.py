@@ -18,7 +18,7 @@ from ..exceptions import SpecError, StudyNotFound
 from ..state.store import VertexJobRecord
 from .jobs import JobService
 from .tuning import Study, TuningService
-from .vertex import VertexCollection, _partition_for, _time, not_applied, to_json, with_zeros
+from .vertex import VertexCollection, _partition_for, _time, to_json, with_zeros
 
 _STATE = vx.JobState
 # Our studies' states as Vertex names a tuning job's.
@@ -39,16 +39,11 @@ class VertexTuningJobs(VertexCollection):
 
     kind = "hyperparameterTuningJobs"
     message_type = vx.HyperparameterTuningJob
+    spec_field = "trial_job_spec"
 
     def __init__(self, jobs: JobService, tuning: TuningService, cluster: str):
         super().__init__(jobs, cluster)
         self.tuning = tuning
-
-    def _not_applied(self, message: Any) -> dict[str, str]:
-        found = not_applied(message.trial_job_spec, "trial_job_spec")
-        if "encryption_spec" in message:
-            found["encryption_spec"] = "the local buckets are not encrypted with your key"
-        return found
 
     def _start(self, message: Any, job_id: str, note: str = "") -> str:
         layouts = self._layouts()

@@ -497,10 +497,13 @@ def test_an_endpoint_served_beyond_loopback_serves_its_own_user_with_no_token(en
                                                 client_options={"api_endpoint": served.api_endpoint})
         logged = len(requests_logged())
         list(client.list_custom_jobs(parent="projects/local-project/locations/us-central1"))  # no token given
-        # The log is every endpoint's of this GTC_HOME (the fixture's is asked /healthz meanwhile).
-        listed = [(r["method"], r["status"]) for r in requests_logged()[logged:]
-                  if r["path"] == "/v1/projects/local-project/locations/us-central1/customJobs"]
-        assert listed == [("GET", 200)], requests_logged()[logged:]
+        # The log is every endpoint's of this GTC_HOME (the fixture's is asked /healthz meanwhile),
+        # and a request's line is written once its answer is sent.
+        def listed() -> list[tuple]:
+            return [(r["method"], r["status"]) for r in requests_logged()[logged:]
+                    if r["path"] == "/v1/projects/local-project/locations/us-central1/customJobs"]
+
+        assert sleep_until(lambda: listed(), 30) and listed() == [("GET", 200)], requests_logged()[logged:]
     finally:
         process = psutil.Process(served.process["pid"])
         process.terminate()

@@ -44,11 +44,15 @@ def goodput_of(points: list[tuple[int, float]], started: float, ended: float, re
     Slurm started it again (its restart count), where the steps alone may not show it: an
     attempt that resumed right after the previous one's last step goes on counting upwards,
     so the largest gaps are taken for the restarts the steps did not show."""
-    wall = max(0.0, ended - started)
     badput = {"startup": 0.0, "restart": 0.0, "recompute": 0.0, "stall": 0.0, "finish": 0.0}
     if not points:
+        wall = max(0.0, ended - started)
         return Goodput(wall, 0.0, {**badput, "startup": wall}, 1, 0)
     ordered = sorted(points, key=lambda p: p[1])
+    # Slurm's end time is in whole seconds: the last step may be written after the second it
+    # names, and a job does not end before its last step (else productive + badput > wall).
+    ended = max(ended, ordered[-1][1])
+    wall = max(0.0, ended - started)
     attempts: list[list[tuple[int, float]]] = [[ordered[0]]]
     for step, at in ordered[1:]:
         if step <= attempts[-1][-1][0]:  # the steps went back: a new attempt resumed

@@ -45,3 +45,13 @@ def test_a_restart_right_after_the_last_step_is_found_from_the_restart_count():
     g = goodput_of(points, started=0.0, ended=39.0, restarts=1)
     assert g.attempts == 2 and g.badput_s["restart"] == 20.0 and g.badput_s["stall"] == 0.0
     assert g.badput_s["recompute"] == 0.0 and g.productive_s == 18.0
+
+
+def test_a_last_step_after_slurms_whole_second_end_still_adds_up():
+    """Slurm's end time is whole seconds: a job's last step can be written after the second it
+    names (CI: productive + badput came to 0.1 s more than the wall time)."""
+    from jupyter_gtc.metrics.goodput import goodput_of
+
+    g = goodput_of([(1, 102.0), (2, 103.0), (3, 113.6)], started=100.0, ended=113.0)
+    assert g.productive_s + sum(g.badput_s.values()) == pytest.approx(g.wall_s)
+    assert g.wall_s == pytest.approx(13.6) and g.badput_s["finish"] == 0.0

@@ -226,30 +226,31 @@ def test_cancelling_a_tuning_job_stops_its_trials(aiplatform):
         == {"CANCELLED"}
 
 
+def refused(endpoint, collection: str, body: dict) -> tuple[int, dict]:
+    """POST ``body`` to the endpoint's ``collection`` as raw JSON, which must be refused:
+    (the HTTP code, Google's error object)."""
+    request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/{collection}",
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=30)
+    return info.value.code, json.loads(info.value.read())["error"]
+
+
 def test_a_tuning_job_with_a_misspelled_study_field_names_it(endpoint):
     body = {"displayName": "typo", "maxTrialCount": 2, "studySpec": {
         "metrics": [{"metricId": "loss", "goal": "MINIMIZE"}],
         "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValu": 1}}]},
         "trialJobSpec": {"workerPoolSpecs": [pool(["true"])]}}
-    request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/hyperparameterTuningJobs",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(request, timeout=30)
-    error = json.loads(info.value.read())["error"]
+    code, error = refused(endpoint, "hyperparameterTuningJobs", body)
     assert error["status"] == "INVALID_ARGUMENT" and "maxValu" in error["message"], error
 
 
 def test_a_misspelled_field_is_refused_and_nothing_runs(endpoint):
     before = len(api.list_jobs("vertex", foreign=False))
     body = {"displayName": "typo", "jobSpec": {"workerPoolSpec": [pool(["true"])]}}
-    request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/customJobs",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(request, timeout=30)
-    error = json.loads(info.value.read())["error"]
-    assert (info.value.code, error["status"]) == (400, "INVALID_ARGUMENT")
+    code, error = refused(endpoint, "customJobs", body)
+    assert (code, error["status"]) == (400, "INVALID_ARGUMENT")
     assert "workerPoolSpec" in error["message"]
     assert len(api.list_jobs("vertex", foreign=False)) == before
 
@@ -259,12 +260,7 @@ def test_a_package_uri_without_a_bucket_is_refused_not_read_from_the_root(endpoi
         {"machineSpec": {"machineType": "a3-highgpu-8g"}, "replicaCount": "1",
          "pythonPackageSpec": {"executorImageUri": IMAGE, "packageUris": ["gs:///etc/passwd"],
                                "pythonModule": "trainer.task"}}]}}
-    request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/customJobs",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(request, timeout=30)
-    error = json.loads(info.value.read())["error"]
+    code, error = refused(endpoint, "customJobs", body)
     assert error["status"] == "INVALID_ARGUMENT" and "gs:///etc/passwd" in error["message"], error
     assert "package_uris" in error["message"] and "no bucket" in error["message"], error
 
@@ -316,12 +312,7 @@ def test_a_pool_with_too_many_replicas_names_the_field(endpoint):
          "containerSpec": {"imageUri": IMAGE, "command": ["true"]}},
         {"machineSpec": {"machineType": "a3-highgpu-8g"}, "replicaCount": "5",
          "containerSpec": {"imageUri": IMAGE, "command": ["true"]}}]}}
-    request = urllib.request.Request(f"{endpoint.api_endpoint}/v1/projects/p/locations/l/customJobs",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(request, timeout=30)
-    error = json.loads(info.value.read())["error"]
+    code, error = refused(endpoint, "customJobs", body)
     assert error["status"] == "INVALID_ARGUMENT"
     assert "replica_count" in error["message"] and "6" in error["message"] and "2 nodes" in error["message"]
 

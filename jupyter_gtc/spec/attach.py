@@ -21,7 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..exceptions import SpecError, SpecErrors
-from .cluster import _to_spec_error, checked_display_name, parse_spec_text
+from .cluster import checked_display_name, parse_spec_text
+from .errors import spec_errors
 
 # A host or user that starts with "-" would reach ssh as an option (-oProxyCommand=...).
 HOST_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%\[\]-]*")
@@ -115,4 +116,4 @@ def parse_attach_spec(data: Any, display_name: str | None = None) -> AttachSpec:
     try:
         return AttachSpec.model_validate(data)
     except ValidationError as e:
-        raise SpecErrors([_to_spec_error(err, data, AttachSpec) for err in e.errors()], "attach spec") from None
+        raise SpecErrors(spec_errors(e.errors(), AttachSpec), "attach spec") from None

@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 
 from ..exceptions import SpecError, SpecErrors
 from . import machines
+from .errors import spec_errors
 
 # Vertex: lowercase letters, digits and hyphens, starting with a letter, at most 10 chars.
 DISPLAY_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,9}")  # fullmatch: `$` alone lets "abc\n" through
@@ -355,7 +356,7 @@ def parse_cluster_spec(data: Any, display_name: str | None = None) -> ClusterSpe
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as e:
-        raise SpecErrors([_to_spec_error(err, data) for err in e.errors()]) from None
+        raise SpecErrors(spec_errors(e.errors(), ClusterSpec)) from None
     errors = _check_semantics(spec)
     if errors:
         raise SpecErrors(errors)
@@ -462,55 +463,6 @@ def _check_machine(ms: MachineSpec, where: str) -> list[SpecError]:
         errors.append(SpecError(f"{where}.accelerator_count", ms.accelerator_count,
                                 f"{machine.name} has exactly {machine.gpu_count} GPU(s)"))
     return errors
-
-
-def _to_spec_error(err: dict[str, Any], data: Any, root: type[BaseModel] | None = None) -> SpecError:
-    """Turn one pydantic error into a SpecError with a snake_case field path (in the spec
-    whose model is ``root``, ClusterSpec by default)."""
-    loc = [_snake(p) if isinstance(p, str) else p for p in err["loc"]]
-    path = _format_path(loc)
-    if err["type"] == "extra_forbidden":
-        valid = _fields_at(loc[:-1], root or ClusterSpec)
-        return SpecError(path, err["input"], f"unknown field; valid fields here: {', '.join(valid)}")
-    if err["type"] == "missing":
-        return SpecError(path, None, "this field is required")
-    return SpecError(path, err.get("input"), err["msg"][0].lower() + err["msg"][1:])
-
-
-def _format_path(loc: list[Any]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(spec)"
-
-
-def _fields_at(loc: list[Any], root: type[BaseModel]) -> list[str]:
-    """The snake_case field names of the model found by walking ``loc`` from ``root``."""
-    model: Any = root
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(part)
-        if field is None:
-            return []
-        model = _model_in(field.annotation)
-        if model is None:
-            return []
-    return list(model.model_fields)
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def spec_differences(old: Any, new: Any, path: str = "") -> list[str]:

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..exceptions import SpecError, SpecErrors
 from ..state import config
-from .cluster import _to_spec_error, checked_display_name, parse_spec_text
+from .cluster import checked_display_name, parse_spec_text
+from .errors import spec_errors
 
 DEFAULT_NAME = "vertex"
 DEFAULT_POLL_INTERVAL = 5.0  # seconds between two lists of the target's jobs; Vertex's read quota is per minute
@@ -125,4 +126,4 @@ def parse_vertex_target(data: Any, display_name: str | None = None) -> VertexTar
     try:
         return VertexTarget.model_validate(data)
     except ValidationError as e:
-        raise SpecErrors([_to_spec_error(err, data, VertexTarget) for err in e.errors()], "Vertex target") from None
+        raise SpecErrors(spec_errors(e.errors(), VertexTarget), "Vertex target") from None

@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ...exceptions import SpecError, SpecErrors
-from ..cluster import _format_path, _snake, parse_spec_text
+from ..cluster import parse_spec_text
+from ..errors import _snake, spec_errors
 from ..trial_job import script_from_worker_pools
 from .checks import check_semantics
 from .models import TuningSpec
@@ -40,7 +41,7 @@ def parse_tuning_spec(data: Any, **overrides: Any) -> TuningSpec:
     try:
         spec = TuningSpec.model_validate(body)
     except ValidationError as e:
-        errors += [_translate(_pydantic_error(err), paths) for err in e.errors()]
+        errors += [_translate(err, paths) for err in spec_errors(e.errors(), TuningSpec)]
     else:
         errors += [_translate(err, paths) for err in check_semantics(spec)]
     if errors:
@@ -93,15 +94,6 @@ def _from_vertex(data: dict[str, Any], overrides: dict[str, Any]) -> tuple[dict[
 
 
 # -- errors in the form the user wrote ------------------------------------------------------
-
-
-def _pydantic_error(err: dict[str, Any]) -> SpecError:
-    path = _format_path([_snake(p) if isinstance(p, str) else p for p in err["loc"]])
-    if err["type"] == "extra_forbidden":
-        return SpecError(path, err["input"], "unknown field")
-    if err["type"] == "missing":
-        return SpecError(path, None, "this field is required")
-    return SpecError(path, err.get("input"), err["msg"][0].lower() + err["msg"][1:])
 
 
 _VERTEX_TO_SHORT = (("double_value_spec", "double"), ("integer_value_spec", "integer"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...exceptions import SpecError
+from ..errors import UnknownField
 from .models import ALGORITHMS, EARLY_STOPPING, KINDS, SCALES
 
 SHORT_KEYS = ("name", "display_name", "metric", "parameters", "algorithm", "early_stopping",
@@ -36,10 +37,15 @@ def from_short_form(data: dict[str, Any], overrides: dict[str, Any]) -> tuple[di
     -> short path), so that errors name what the user wrote."""
     data = {**data, **overrides}
     errors: list[SpecError] = []
-    for key in data:
+    for key in list(data):
         if key not in SHORT_KEYS:
-            errors.append(SpecError(key, data[key], f"unknown field; valid fields here: {', '.join(SHORT_KEYS)} "
-                                    "(or give a HyperparameterTuningJob with study_spec)"))
+            error = UnknownField(str(key), data[key], list(SHORT_KEYS), str(key),
+                                 " (or give a HyperparameterTuningJob with study_spec)")
+            errors.append(error)
+            if error.suggestion and error.suggestion not in data:
+                # Read on as if it were spelt right: the misspelling is its one problem, not
+                # also a "required" field, and what is under it is still checked.
+                data[error.suggestion] = data[key]
     study: dict[str, Any] = {}
     metric = data.get("metric")
     if metric is None:
@@ -84,7 +90,7 @@ def from_short_form(data: dict[str, Any], overrides: dict[str, Any]) -> tuple[di
     if "max_trial_count" not in body:
         errors.append(SpecError("max_trials", None, "this field is required: how many trials to run "
                                 "(--trials in the magic)"))
-        body["max_trial_count"] = 1
+    body.setdefault("max_trial_count", 1)
     if data.get("job") is not None:
         body["local"]["script"] = data["job"]
     if data.get("seed") is not None:
@@ -111,11 +117,12 @@ def _short_parameter(pid: str, spec: Any, vertex: str, short: str, paths: dict[s
     if not isinstance(spec, dict):
         errors.append(SpecError(short, spec, "a mapping such as {double: [1e-5, 1e-2], scale: log}"))
         return out
-    kinds = [k for k in KINDS if k in spec]
-    for key in spec:
+    for key in list(spec):
         if key not in (*KINDS, "scale", "children"):
-            errors.append(SpecError(f"{short}.{key}", spec[key], "unknown field; valid fields: "
-                                    "double, integer, categorical, discrete, scale, children"))
+            errors.append(UnknownField(f"{short}.{key}", spec[key], [*KINDS, "scale", "children"], str(key)))
+            if errors[-1].suggestion and errors[-1].suggestion not in spec:
+                spec = {**spec, errors[-1].suggestion: spec[key]}  # read on as if spelt right
+    kinds = [k for k in KINDS if k in spec]
     if len(kinds) != 1:
         errors.append(SpecError(short, spec, "give exactly one of double: [min, max], integer: [min, max], "
                                 "categorical: [values], discrete: [numbers]"))

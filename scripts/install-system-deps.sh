@@ -11,6 +11,11 @@ declare -A want=(
   [runuser]=util-linux [setfacl]=acl  # tests/non_root.py runs a normal user's cluster as gtc-test
   [sshd]=openssh-server [ssh]=openssh-client  # tests/hosts: a login node over a real sshd (never started as a service)
   [slurmdbd]=slurmdbd [mariadbd]=mariadb-server [mariadb]=mariadb-client  # clusters that keep accounting (sacct)
+  # Containers (tests/containers): podman runs images (crun under it, and under Slurm's oci.conf); mmdebstrap
+  # builds the tests' small Debian image from Debian's packages (no container registry is reachable in CI);
+  # runc: crun 1.8 refuses hybrid cgroups (v1 + v2 mounted together), which CI machines have. umoci
+  # unpacks an image into the OCI bundle `srun --container` runs; skopeo copies images between stores.
+  [podman]=podman [crun]=crun [runc]=runc [mmdebstrap]=mmdebstrap [umoci]=umoci [skopeo]=skopeo [newuidmap]=uidmap
 )
 missing=()
 for program in "${!want[@]}"; do

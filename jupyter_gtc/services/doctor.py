@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..backends import accounting
 from ..backends.local import REQUIRED_PROGRAMS, daemon_path
+from ..containers.runtime import doctor_rows as container_rows
 from ..state import open_store
 
 
@@ -26,6 +27,7 @@ def run_checks(home: Path) -> list[tuple[str, bool, str]]:
     rows.append(("user", True, "root: every local network mode" if os.geteuid() == 0 else
                  "a normal user: local clusters in host network mode, owned by you "
                  "(local.network: namespaces needs root)"))
+    rows += container_rows()  # which runtime runs Vertex jobs' images, and how to get one
     try:
         store = open_store(home)
         rows.append(("state store", True, f"{store.path} (schema {store.schema_version})"))

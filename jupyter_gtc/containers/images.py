@@ -1,0 +1,90 @@
+"""An image had where a task runs: already in the runtime's store, loaded from a local archive
+(``podman load``: a docker or OCI archive, ``docker-archive:PATH``, ``oci-archive:PATH``),
+copied from an OCI layout (``oci:DIR[:TAG]``), or pulled from its registry. One that cannot be
+had is an ``ImageUnavailable`` naming the image and each way tried, with why it failed."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from .._process import run
+from ..exceptions import CommandError, GtcError
+from .runtime import Found
+
+PULL_TIMEOUT = 1800  # a training image is gigabytes; a registry that cannot be reached fails in seconds
+LOAD_TIMEOUT = 600
+ARCHIVE_TRANSPORTS = ("docker-archive:", "oci-archive:")
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz")
+
+
+class ImageUnavailable(GtcError):
+    def __init__(self, image: str, tried: list[str]):
+        self.image, self.tried = image, tried
+        super().__init__(f"image {image} cannot be had here; tried: " + "; ".join(tried))
+
+
+def is_local_source(image: str) -> bool:
+    """Whether ``image`` names files here (an archive or an OCI layout), not a registry's image."""
+    return image.startswith((*ARCHIVE_TRANSPORTS, "oci:", "/", "./", "~")) or image.endswith(ARCHIVE_SUFFIXES)
+
+
+def _why(error: Exception) -> str:
+    text = getattr(error, "stderr", "") or str(error)
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else str(error))[:400]
+
+
+def ensure(engine: Found, image: str) -> str:
+    """The reference ``engine`` runs ``image`` by, once the image is in its store."""
+    tool = engine.path
+    tried: list[str] = []
+    if is_local_source(image):
+        transport, _, rest = image.partition(":") if image.startswith((*ARCHIVE_TRANSPORTS, "oci:")) else ("", "", image)
+        path = os.path.expanduser(rest.split(":", 1)[0] if transport == "oci" else rest)
+        if not os.path.exists(path):
+            raise ImageUnavailable(image, [f"the local {'OCI layout' if transport == 'oci' else 'archive'} "
+                                           f"{path} (no such file or folder)"])
+        if transport == "oci":  # a layout folder: copied into the store under its own name
+            name = f"localhost/{re.sub(r'[^a-z0-9._-]+', '-', os.path.basename(path.rstrip('/')).lower())}"
+            tag = rest.split(":", 1)[1] if ":" in rest else "latest"
+            try:
+                pulled = run([tool, "pull", "--quiet", f"oci:{path}:{tag}" if ":" in rest else f"oci:{path}"],
+                             timeout=LOAD_TIMEOUT)  # --quiet: it prints the image's id alone
+                run([tool, "tag", pulled.stdout.split()[-1], f"{name}:{tag}"], timeout=60)
+                return f"{name}:{tag}"
+            except (CommandError, OSError) as e:
+                raise ImageUnavailable(image, [f"{engine.name} pull oci:{path} ({_why(e)})"]) from None
+        try:
+            loaded = run([tool, "load", "--input", path], timeout=LOAD_TIMEOUT)
+        except (CommandError, OSError) as e:
+            raise ImageUnavailable(image, [f"{engine.name} load --input {path} ({_why(e)})"]) from None
+        names = re.findall(r"Loaded image(?:\(s\))?:\s*(\S+)", loaded.stdout + loaded.stderr)
+        if not names:
+            raise ImageUnavailable(image, [f"{engine.name} load --input {path} (it named no image it loaded)"])
+        return names[-1].split(",")[0]
+    try:
+        run([tool, "image", "inspect", "--format", "{{.Id}}", image], timeout=60)
+        return image
+    except (CommandError, OSError):
+        tried.append(f"{engine.name}'s image store (not there)")
+    try:
+        run([tool, "pull", "--quiet", image], timeout=PULL_TIMEOUT)
+        return image
+    except (CommandError, OSError) as e:
+        tried.append(f"{engine.name} pull {image} ({_why(e)})")
+    tried.append("to run an image of your own with no registry: podman load -i IMAGE.tar, then give its name, or "
+                 "give docker-archive:/path/IMAGE.tar or oci:/path/LAYOUT[:TAG] as the image")
+    raise ImageUnavailable(image, tried)
+
+
+def present(engine: Found, image: str) -> bool:
+    """Whether ``image`` is in ``engine``'s store already (a local source: whether its files exist)."""
+    if is_local_source(image):
+        rest = image.split(":", 1)[1] if image.startswith((*ARCHIVE_TRANSPORTS, "oci:")) else image
+        return os.path.exists(os.path.expanduser(rest.split(":", 1)[0] if image.startswith("oci:") else rest))
+    try:
+        run([engine.path, "image", "inspect", "--format", "{{.Id}}", image], timeout=60)
+        return True
+    except (CommandError, OSError):
+        return False

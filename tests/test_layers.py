@@ -7,7 +7,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).parent.parent / "jupyter_gtc"
 LAYERS = {  # module prefix -> rank; a module may import only ranks <= its own
     "exceptions": 0, "_process": 0, "_ports": 0, "hosts": 0, "metrics": 1,
-    "spec": 1, "state": 1, "slurm": 1, "recipes": 1, "examples": 1, "resume": 1, "health": 1, "backends": 2,
+    "spec": 1, "failure": 1, "state": 1, "slurm": 1, "recipes": 1, "examples": 1, "resume": 1, "health": 1,
+    "backends": 2,
     "services": 3, "api": 4, "namespaces": 4,
     "vertex": 1, "containers": 1, "cli": 5, "magics": 5, "widgets": 5, "server": 5, "vertex_endpoint": 5,
 }
@@ -104,7 +105,8 @@ def test_only_the_edge_starts_processes():
 # completion file): only through the cluster's host (jupyter_gtc/hosts), so the same code
 # reads a login node's files over SSH. (ARCHITECTURE.md, "Hosts".)
 THROUGH_THE_HOST = ("services/jobs.py", "services/submit.py", "services/logs.py", "services/metrics.py",
-                    "metrics/reader.py", "metrics/hypertune.py", "slurm/commands.py", "server/handlers_jobs.py")
+                    "metrics/reader.py", "metrics/hypertune.py", "failure.py", "slurm/commands.py",
+                    "server/handlers_jobs.py")
 FILE_FUNCTIONS = {"open", "io.open", "os.open", "os.stat", "os.lstat", "os.scandir", "os.listdir", "os.walk",
                   "os.makedirs", "os.mkdir", "os.remove", "os.unlink", "os.replace", "os.rename",
                   "shutil.rmtree", "shutil.copytree", "shutil.copy", "shutil.copyfile", "glob.glob"}

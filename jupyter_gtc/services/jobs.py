@@ -19,6 +19,7 @@ from ..exceptions import (
     AmbiguousCluster, ClusterBusy, ClusterNotFound, CommandError, GtcError, JobLogUnknown, JobNotFound, LogRefused,
     JobStateConflict, JobTimeout,
 )
+from ..failure import FAILED_STATES, failure_line, read_log_ends
 from ..hosts import LOCAL
 from ..slurm.parse import FINISHED_STATES
 from ..slurm.commands import SlurmCommands, state_refusal
@@ -190,6 +191,16 @@ class Job:
         if follower.refused is not None:
             raise LogRefused(str(follower.path), follower.refused)
         return text
+
+    def failure(self) -> str | None:
+        """Why it failed, in one line: its state, exit code and the log line that says why
+        (``jupyter_gtc/failure.py``, reading only the log's head and tail); None while it runs
+        or once it completed."""
+        live = self._live
+        if live.state not in FAILED_STATES:
+            return None
+        path = self.log_path
+        return failure_line(live.state, live.exit_code, None if path is None else read_log_ends(self.host, path), path)
 
     def follow(self) -> LogFollower:
         """An incremental reader of the log: each ``read_new()`` returns only what was added."""

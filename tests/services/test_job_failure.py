@@ -1,0 +1,48 @@
+"""``Job.failure()`` on a real local cluster: one line that says why a job failed, read from
+its log through the cluster's host; None for a job that did not fail."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from jupyter_gtc import api
+from tests.conftest import small_gpu_spec
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module")
+def failing_cluster(slurm_available):
+    cluster = api.create_cluster(small_gpu_spec("failing", nodes=2))
+    yield cluster.name
+    api.delete_cluster(cluster.name)
+
+
+def test_a_failed_python_job_says_its_error(failing_cluster):
+    script = f"#!/bin/bash\necho starting\n{sys.executable} -c 'import foo_not_installed'\n"
+    job = api.submit_job(failing_cluster, script, ["-J", "nomodule"]).wait(timeout=60)
+    assert job.failure() == "FAILED (exit code 1): ModuleNotFoundError: No module named 'foo_not_installed'"
+
+
+def test_srun_of_a_missing_command(failing_cluster):
+    job = api.submit_job(failing_cluster, "#!/bin/bash\nsrun --nodes=2 no_such_program_x\n",
+                         ["--nodes=2", "-J", "missing"]).wait(timeout=60)
+    assert job.failure().startswith("FAILED (exit code 2): slurmstepd-gpu-")
+    assert job.failure().endswith("error: execve(): no_such_program_x: No such file or directory")
+
+
+def test_a_job_whose_log_is_gone_says_so(failing_cluster):
+    job = api.submit_job(failing_cluster, "#!/bin/bash\nexit 127\n", ["-J", "gone"]).wait(timeout=60)
+    job.log_path.unlink()
+    assert job.failure() == (f"FAILED (exit code 127: a command was not found); its log does not exist: "
+                             f"{job.job_dir}/slurm-{job.id}.out")
+
+
+def test_a_job_that_did_not_fail_has_none(failing_cluster):
+    job = api.submit_job(failing_cluster, "#!/bin/bash\necho fine\n", ["-J", "fine"]).wait(timeout=60)
+    assert job.state == "COMPLETED" and job.failure() is None
+    running = api.submit_job(failing_cluster, "#!/bin/bash\nsleep 60\n", ["-J", "running"]).wait_until_running(60)
+    assert running.failure() is None
+    running.cancel()

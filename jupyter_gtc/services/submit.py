@@ -20,7 +20,7 @@ from ..backends.base import Backend, PartitionLayout
 from ..exceptions import ClusterBusy, CommandError, JobSubmitError, SpecError
 from ..hosts import Host
 from ..slurm.commands import SlurmCommands
-from ..slurm.sbatch import explain_refusal, gpus_per_node_asked, read_sbatch_options
+from ..slurm.sbatch import count_problem, explain_refusal, gpus_per_node_asked, read_sbatch_options
 from ..spec.job import APPENDED_OUTPUT_ENV, HANG_COMMENT, option, parse_options, safe_name, sbatch_directives
 from ..state import ClusterRecord, JobRecord, Store
 from .clusters import RUNNING
@@ -44,6 +44,8 @@ def submit_job(store: Store, backend: Backend, record: ClusterRecord, host: Host
     options = list(options or [])
     words = sbatch_directives(script) + options
     pairs = parse_options(words)
+    if (problem := count_problem(read_sbatch_options(words))) is not None:  # before sbatch: slurmctld would record it
+        raise SpecError(*problem)
     spec = backend.parse_spec(record.spec)
     _check_partitions(cluster, backend.partitions(spec, record.runtime), option(pairs, "partition"),
                       read_sbatch_options(words))

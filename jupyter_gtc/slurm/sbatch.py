@@ -146,3 +146,34 @@ def _most_nodes(value: str) -> int | None:
     """``--nodes``' largest count: ``2`` -> 2, ``2-4`` -> 4; None for anything else."""
     most = value.rsplit("-", 1)[-1]
     return int(most) if most.isdigit() and int(most) > 0 else None
+
+
+# Counts sbatch takes, and the least each may be. sbatch passes an impossible one to slurmctld,
+# which refuses it ("Node count specification invalid") only after it has given the job an id
+# and written it to the completion file as FAILED: a job nobody submitted shows up in listings.
+_AT_LEAST_ONE = ("nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "cpus-per-gpu", "ntasks-per-gpu",
+                 "ntasks-per-socket", "ntasks-per-core", "mincpus")
+_GPU_COUNTS = ("gpus", "gpus-per-node", "gpus-per-task", "gpus-per-socket")
+
+
+def count_problem(pairs: list[tuple[str, str | None]]) -> tuple[str, str, str] | None:
+    """The first count in ``pairs`` (``read_sbatch_options``) that no job can have, as
+    (``--option``, value, what is valid): 0 or less where 1 is the least, a negative GPU count,
+    a ``--nodes`` range whose end is below its start. None where each is possible or written in
+    a form not read here (``--nodes=1,3`` of a newer Slurm: Slurm's to judge). The last of an
+    option wins, as in sbatch."""
+    last = dict(pairs)
+    for name in _AT_LEAST_ONE:
+        value = (last.get(name) or "").strip()
+        if name == "nodes" and (m := re.fullmatch(r"(\d+)-(\d+)", value)):
+            low, high = int(m.group(1)), int(m.group(2))
+            if low < 1 or high < low:
+                return "--nodes", value, f"a range MIN-MAX with 1 <= MIN <= MAX, as {min(low, high) or 1}-{max(low, high, 1)}"
+        elif re.fullmatch(r"-?\d+", value) and int(value) < 1:
+            return f"--{name}", value, "a whole number, 1 or more" + (
+                " (nodes for the job; 2-4 lets Slurm choose between 2 and 4)" if name == "nodes" else "")
+    for name in _GPU_COUNTS:
+        value = last.get(name) or ""
+        if any(re.fullmatch(r"-\d+", item.rsplit(":", 1)[-1].strip()) for item in value.split(",")):
+            return f"--{name}", value, "a whole number of GPUs, 0 or more, with an optional type (h100:2)"
+    return None

@@ -7,6 +7,7 @@ subclasses; front ends translate them for their users.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -207,7 +208,8 @@ def resolve_cluster(name: str | None = None) -> str:
 
 def submit_job(cluster: str, script: str | Path, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None,
-               python_env: str | Path | bool | None = None, hang_timeout: float | None = None) -> Job:
+               python_env: str | Path | bool | None = None, hang_timeout: float | None = None,
+               submit_dir: str | Path | None = None) -> Job:
     """Submit an sbatch script: its text, or a ``Path`` to it. ``options`` are sbatch's
     (``["--nodes=2", "--gpus-per-node=2"]``) and win over the script's ``#SBATCH`` lines. Without
     a job name in either, a script file names the job (``train.sbatch``), as sbatch does; a
@@ -223,7 +225,14 @@ def submit_job(cluster: str, script: str | Path, options: list[str] | None = Non
     ``job.python_env`` says which one a job got.
 
     ``hang_timeout``: seconds without a new line in its log after which the cluster's
-    supervisor (``local.supervisor``) takes the job for hung and requeues it."""
+    supervisor (``local.supervisor``) takes the job for hung and requeues it.
+
+    Where it runs, as sbatch runs a job: in the folder it is submitted from, ``submit_dir``
+    (default: this process's working directory, a notebook kernel's), so ``python train.py``
+    finds the ``train.py`` beside the notebook; a ``--chdir`` (``-D``) in ``options`` or the
+    script chooses instead. Where the cluster does not have that folder (an attached cluster's
+    login node over SSH), it runs in its job folder, and a ``GtcWarning`` says so. Its outputs
+    go to the job folder either way (``AIP_*``, its log)."""
     default_name = "job"
     if isinstance(script, Path):
         try:
@@ -231,7 +240,8 @@ def submit_job(cluster: str, script: str | Path, options: list[str] | None = Non
         except OSError as e:
             raise GtcError(f"cannot read {script}: {e.strerror}") from None
     return _jobs().submit(cluster, script, options, script_args=script_args, env=env, default_name=default_name,
-                          python_env=python_env, hang_timeout=hang_timeout)
+                          python_env=python_env, hang_timeout=hang_timeout,
+                          submit_dir=os.getcwd() if submit_dir is None else os.path.abspath(submit_dir))
 
 
 def get_job(ref: str, cluster: str | None = None) -> Job:
@@ -339,7 +349,8 @@ def _tuning() -> TuningService:
         return _tuning_services[clusters.home]
 
 
-def create_study(cluster: str, spec: TuningSpec | dict[str, Any] | str | Path, name: str | None = None) -> Study:
+def create_study(cluster: str, spec: TuningSpec | dict[str, Any] | str | Path, name: str | None = None, *,
+                 submit_dir: str | Path | None = None) -> Study:
     """Start a tuning study on ``cluster``. ``spec`` is a ``TuningSpec``, a dict, JSON/YAML text or
     a .json/.yaml path, in the short form (``parameters``, ``metric``, ``max_trials``, ``job``...)
     or as a Vertex ``HyperparameterTuningJob`` (``study_spec``, ``max_trial_count``, ...).
@@ -348,7 +359,9 @@ def create_study(cluster: str, spec: TuningSpec | dict[str, Any] | str | Path, n
     its arguments (``--learning_rate=0.01``: the script passes them on, ``srun python train.py
     "$@"``), ``CLOUD_ML_TRIAL_ID``, ``CLOUD_ML_HP_METRIC_FILE`` and ``AIP_*`` under
     ``<GTC_HOME>/studies/<name>/<trial_id>/``. A thread of this process drives the study;
-    ``study.resume()`` continues it from another process (or after a restart).
+    ``study.resume()`` continues it from another process (or after a restart). Each trial runs
+    where the study was created, ``submit_dir`` (default: this process's working directory), as
+    ``submit_job`` runs a job, whichever process drives it (kept as the spec's ``local.submit_dir``).
 
     On a Vertex target (backend ``vertex``), the study is a Vertex AI HyperparameterTuningJob
     instead, its trials on the target's machine type and image (``gtc config``), and the
@@ -364,7 +377,8 @@ def create_study(cluster: str, spec: TuningSpec | dict[str, Any] | str | Path, n
         parsed = parsed if isinstance(parsed, TuningSpec) else parse_tuning_spec(parsed)
         commands = get_backend("vertex", _clusters().home).commands(record.runtime)
         return create_vertex_study(commands, cluster, parsed, name or parsed.display_name or "study")
-    return _tuning().create(cluster, _spec_or_file(spec, load_tuning_spec), name)
+    return _tuning().create(cluster, _spec_or_file(spec, load_tuning_spec), name,
+                            submit_dir=os.getcwd() if submit_dir is None else os.path.abspath(submit_dir))
 
 
 def get_study(name: str) -> Study:

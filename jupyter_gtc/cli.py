@@ -13,9 +13,10 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 from . import api
-from .exceptions import GtcError, SpecError
+from .exceptions import GtcError, GtcWarning, SpecError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +32,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     restore = _end_on_signals()
     try:
-        args.func(args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", GtcWarning)
+            warnings.showwarning = _print_warning
+            args.func(args)
     except GtcError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -41,6 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         restore()
     return 0
+
+
+def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A ``GtcWarning`` (a job that runs in its job folder, not where it was submitted from) as
+    one line, ``warning: ...``, as errors are printed; any other as Python prints it."""
+    if issubclass(category, GtcWarning):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 class Terminated(KeyboardInterrupt):
@@ -156,7 +169,9 @@ def _parser() -> argparse.ArgumentParser:
         "submit", usage="gtc job submit FILE [--cluster C] [--backend vertex] [--wait] [--python-env PATH|none] "
                         "[SBATCH OPTION ...]",
         help="submit an sbatch script; other options go to sbatch and win over its #SBATCH lines",
-        epilog="example: gtc job submit examples/jobs/hello.sbatch --nodes 2 --gpus-per-node 2")
+        epilog="The job runs in this directory, as sbatch's do (--chdir chooses another); where the cluster "
+               "lacks it (attached over SSH), in its job folder, with a warning. "
+               "Example: gtc job submit examples/jobs/hello.sbatch --nodes 2 --gpus-per-node 2")
     submit.add_argument("file", help="sbatch script, e.g. examples/jobs/hello.sbatch")
     submit.add_argument("--cluster", help="the cluster (default: the only one)")
     submit.add_argument("--wait", action="store_true", help="wait for the job to finish, then print its log")

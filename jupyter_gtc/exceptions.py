@@ -24,6 +24,12 @@ def google_error_body(code: int, status: str, message: str) -> dict[str, dict[st
     return {"error": {"code": code, "message": message, "status": status}}
 
 
+class GtcWarning(UserWarning):
+    """What the user should know of an action that went ahead (a job that runs in its job folder,
+    as the folder it was submitted from is not on the cluster): issued with ``warnings.warn``,
+    printed as ``warning: ...`` by the magics and the CLI, shown by Python to an api caller."""
+
+
 class GtcError(Exception):
     """Base of all jupyter_gtc errors. ``kind`` names the class for JSON answers;
     ``http_status`` is what our REST routes answer, ``google_status`` what the Vertex endpoint

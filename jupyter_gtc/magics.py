@@ -14,7 +14,9 @@ returns the ``api.Study``, drawn as a ``StudyPanel``.
 
 from __future__ import annotations
 
+import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,7 +28,7 @@ from IPython.display import display
 from IPython.utils.process import arg_split
 
 from . import api
-from .exceptions import GtcError, SpecError
+from .exceptions import GtcError, GtcWarning, SpecError
 
 
 @magics_class
@@ -74,7 +76,10 @@ class GtcMagics(Magics):
         """Submit the cell as an sbatch script. Every option other than --cluster, --backend,
         --python-env and --hang-timeout goes to sbatch and wins over the script's #SBATCH lines, e.g.
         ``%%sbatch --nodes 2 --gpus-per-node 2 --job-name pretrain``. The job runs with this
-        kernel's Python environment first on its PATH (``python``, ``torchrun`` are the kernel's).
+        kernel's Python environment first on its PATH (``python``, ``torchrun`` are the kernel's),
+        in the kernel's working directory (a file ``%%writefile`` made is there), as sbatch runs a
+        job where it is submitted; ``--chdir`` chooses another folder. Where the cluster lacks the
+        kernel's folder (one attached over SSH), it runs in its job folder, and a warning says so.
         Shows the job's live panel; ``job = _`` in the next cell gives the ``api.Job``."""
         # Only --cluster, --python-env and --hang-timeout are ours; everything else is sbatch's, passed on as a
         # list (never through a shell).
@@ -299,10 +304,20 @@ def _parse(magic, line: str, cell: bool = False):
 
 @contextmanager
 def _usage_errors() -> Iterator[None]:
-    try:
-        yield
-    except GtcError as e:
-        raise UsageError(str(e)) from None
+    """A ``GtcError`` becomes a ``UsageError`` (one line, no traceback). A ``GtcWarning`` meanwhile
+    (a job that runs in its job folder, not where it was submitted from) is printed below the cell
+    as one line, ``warning: ...``, as the CLI prints it; other warnings as Python shows them."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", GtcWarning)
+        try:
+            yield
+        except GtcError as e:
+            raise UsageError(str(e)) from None
+    for w in caught:
+        if issubclass(w.category, GtcWarning):
+            print(f"warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 @contextmanager

@@ -70,6 +70,14 @@ class JobLaunch:
     python_env: str | None
 
 
+@dataclass(frozen=True)
+class WorkDir:
+    """Where a job runs (sbatch's ``--chdir``), as a backend places one submitted from a folder."""
+
+    path: str | None            # None: in its own job folder
+    missing: str | None = None  # why not the folder it was submitted from, for the submitter; None: nothing to say
+
+
 class Backend(ABC):
     name: str
     # An attached backend reaches a cluster that exists without it: it never creates, resizes
@@ -139,6 +147,19 @@ class Backend(ABC):
     def jobs_root(self, cluster: str, runtime: dict[str, Any]) -> str:
         """The folder on ``host`` under which each job of ``cluster`` gets its own."""
         return str(self.home / "jobs" / cluster)
+
+    def work_dir(self, spec: Any, runtime: dict[str, Any], submit_dir: str) -> WorkDir:
+        """Where a job submitted from ``submit_dir`` (a kernel's or ``gtc``'s working directory)
+        runs. Here, as sbatch runs a job: in that folder where the cluster's host has it (this
+        machine for a local cluster; an attached cluster's login node, whose file system its
+        nodes are taken to share, as a site's home and project folders are); else in its job
+        folder, saying so (a notebook on a laptop, its cluster reached over SSH)."""
+        host = self.host(runtime)
+        found = host.stat(submit_dir)
+        if found is not None and found.is_dir:
+            return WorkDir(submit_dir)
+        return WorkDir(None, f"does not exist on the cluster ({host.name})" if found is None
+                       else f"is not a folder on the cluster ({host.name})")
 
     def job_launch(self, spec: Any, runtime: dict[str, Any], script: str, variables: dict[str, str],
                    python_env: Any) -> JobLaunch:

@@ -33,7 +33,7 @@ from ..spec.job import APPENDED_OUTPUT_ENV
 from ..spec.vertex_job import custom_job
 from ..spec.vertex_target import VertexTarget, parse_vertex_target
 from . import vertex_client
-from .base import Backend, ClusterStatus, JobLaunch, PartitionLayout, Progress
+from .base import Backend, ClusterStatus, JobLaunch, PartitionLayout, Progress, WorkDir
 
 # Vertex's JobState names -> the states our panels show (Slurm's).
 STATES = {
@@ -130,6 +130,13 @@ class VertexBackend(Backend):
         bucket, _, folder = runtime["staging_bucket"].removeprefix("gs://").partition("/")
         return gcs_path(f"{bucket}/{folder or 'jupyter_gtc'}/jobs/{cluster}")
 
+    def work_dir(self, spec: VertexTarget, runtime: dict[str, Any], submit_dir: str) -> WorkDir:
+        """Always its job folder, and nothing to say: a CustomJob runs in a container of its
+        image, where no folder of this machine is, and its wrapper (``spec/vertex_job.py``) starts
+        the program in the job's folder as the job sees it through Cloud Storage FUSE (``/gcs``),
+        as on Vertex AI. (Files a program needs come in its image, or from the bucket.)"""
+        return WorkDir(None)
+
     def job_launch(self, spec: VertexTarget, runtime: dict[str, Any], script: str, variables: dict[str, str],
                    python_env: Any) -> JobLaunch:
         """The contract's variables go into each replica's container (``spec/vertex_job.py``);
@@ -159,16 +166,17 @@ class VertexCommands:
             self._client = vertex_client.job_client(self.runtime, self.home, endpoint)
         return self._client
 
-    def submit(self, script: Path, options: list[str], env: dict[str, str], cwd_option: Path,
-               script_args: list[str] | None = None) -> str:
-        """Make the CustomJob of the job script in the job's folder ``cwd_option``; its id."""
+    def submit(self, script: Path, options: list[str], env: dict[str, str], job_dir: Path,
+               work_dir: str | Path | None, script_args: list[str] | None = None) -> str:
+        """Make the CustomJob of the job script in the job's folder ``job_dir``; its id. It runs
+        there (``work_dir`` is for Slurm: ``VertexBackend.work_dir`` never gives one)."""
         try:
             body = custom_job(self.host.read(script).decode(), options, env, cluster=self.runtime["name"],
-                              output_uri=gcs_uri(cwd_option), script_args=script_args,
+                              output_uri=gcs_uri(job_dir), script_args=script_args,
                               machine_type=vertex_client.job_default(self.runtime, self.home, "machine_type"),
                               image=vertex_client.job_default(self.runtime, self.home, "image"))
         except SpecError:
-            self.host.remove_tree(cwd_option)  # nothing half-made (services clean up after CommandError only)
+            self.host.remove_tree(job_dir)  # nothing half-made (services clean up after CommandError only)
             raise
         from google.cloud import aiplatform_v1
 

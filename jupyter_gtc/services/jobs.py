@@ -455,7 +455,8 @@ class JobService:
     def submit(self, cluster: str, script: str, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None,
                job_dir: Path | None = None, default_name: str = "job",
-               python_env: str | os.PathLike | bool | None = None, hang_timeout: float | None = None) -> Job:
+               python_env: str | os.PathLike | bool | None = None, hang_timeout: float | None = None,
+               submit_dir: str | os.PathLike | None = None) -> Job:
         """Submit ``script`` to ``cluster``; ``options`` (sbatch's) win over its #SBATCH lines.
         Without a job name in either, the job is named ``default_name`` (a script file's name,
         as sbatch names it). The job runs with ``python_env`` first on its PATH (``job_env``:
@@ -463,13 +464,15 @@ class JobService:
 
         For callers that build on jobs (tuning): ``script_args`` reach the script as ``"$@"``
         (hyperparameter flags), ``env`` is added to the job contract's variables, and
-        ``job_dir`` (new, or empty) replaces the folder made per job."""
+        ``job_dir`` (new, or empty) replaces the folder made per job. It runs in ``submit_dir``
+        (the submitter's working directory) where the cluster has it, else in its job folder
+        (``services/submit.py``)."""
         record = self.store.get_cluster(cluster)
         poller = self.poller(cluster, record)
         job = submit_job(self.store, get_backend(record.backend, self.clusters.home), record, poller.host,
                          lambda: self._commands(cluster, record), script, options, script_args=script_args, env=env,
                          job_dir=job_dir, default_name=default_name, python_env=python_env,
-                         hang_timeout=hang_timeout)
+                         hang_timeout=hang_timeout, submit_dir=submit_dir)
         poller.watch(job.slurm_id)
         return Job(job, self, poller)
 

@@ -4,7 +4,13 @@
 lacks, more GPUs per node than its nodes have), makes the job's folder (``model/``,
 ``checkpoints/``, ``logs/``) on the cluster's host, writes ``job.sbatch`` as the backend
 launches it (the job contract's variables), runs sbatch with our options (the output file in
-the folder, appended to by a requeued attempt) and records the job. ``JobService.submit``
+the folder, appended to by a requeued attempt) and records the job.
+
+Where the job runs (its ``--chdir``): the user's own ``--chdir``/``-D`` where given; else the
+folder it was submitted from (``submit_dir``: a kernel's or ``gtc``'s working directory), as
+sbatch runs a job, where the backend places it there (``Backend.work_dir``); else its job
+folder, with a ``GtcWarning`` saying why and how to choose. Its outputs go to the job folder
+either way: the ``AIP_*`` variables and ``--output`` are absolute paths in it. ``JobService.submit``
 (services/jobs.py) calls it and hands back the ``Job`` handle; this module knows no handles.
 """
 
@@ -13,11 +19,12 @@ from __future__ import annotations
 import os
 import pwd
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from ..backends.base import Backend, PartitionLayout
-from ..exceptions import ClusterBusy, CommandError, JobSubmitError, SpecError
+from ..backends.base import Backend, PartitionLayout, WorkDir
+from ..exceptions import ClusterBusy, CommandError, GtcWarning, JobSubmitError, SpecError
 from ..hosts import Host
 from ..slurm.commands import SlurmCommands
 from ..slurm.sbatch import count_problem, explain_refusal, gpus_per_node_asked, read_sbatch_options
@@ -33,7 +40,8 @@ def submit_job(store: Store, backend: Backend, record: ClusterRecord, host: Host
                commands: Callable[[], SlurmCommands], script: str, options: list[str] | None = None, *,
                script_args: list[str] | None = None, env: dict[str, str] | None = None,
                job_dir: Path | None = None, default_name: str = "job",
-               python_env: str | os.PathLike | bool | None = None, hang_timeout: float | None = None) -> JobRecord:
+               python_env: str | os.PathLike | bool | None = None, hang_timeout: float | None = None,
+               submit_dir: str | os.PathLike | None = None) -> JobRecord:
     """Submit ``script`` to the cluster of ``record`` through ``backend`` and record it; returns
     its row (``JobService.submit`` says what each argument does). ``host`` is where its folder
     goes; ``commands`` gives the cluster's Slurm commands."""
@@ -44,11 +52,14 @@ def submit_job(store: Store, backend: Backend, record: ClusterRecord, host: Host
     options = list(options or [])
     words = sbatch_directives(script) + options
     pairs = parse_options(words)
-    if (problem := count_problem(read_sbatch_options(words))) is not None:  # before sbatch: slurmctld would record it
+    sbatch_pairs = read_sbatch_options(words)
+    if (problem := count_problem(sbatch_pairs)) is not None:  # before sbatch: slurmctld would record it
         raise SpecError(*problem)
     spec = backend.parse_spec(record.spec)
-    _check_partitions(cluster, backend.partitions(spec, record.runtime), option(pairs, "partition"),
-                      read_sbatch_options(words))
+    _check_partitions(cluster, backend.partitions(spec, record.runtime), option(pairs, "partition"), sbatch_pairs)
+    own_chdir = option(sbatch_pairs, "chdir") is not None  # the user's --chdir/-D (options or #SBATCH) chooses
+    place = WorkDir(None) if own_chdir or submit_dir is None else \
+        backend.work_dir(spec, record.runtime, _absolute("submit_dir", submit_dir))
     name = option(pairs, "job-name") or default_name
     array = option(pairs, "array")
     if hang_timeout is not None:
@@ -80,16 +91,37 @@ def submit_job(store: Store, backend: Backend, record: ClusterRecord, host: Host
     if open_mode is None:
         extra.append("--open-mode=append")
     try:
-        slurm_id = commands().submit(job_dir / "job.sbatch", [*extra, *options], launch.env,
-                                     cwd_option=job_dir, script_args=script_args)
+        slurm_id = commands().submit(job_dir / "job.sbatch", [*extra, *options], launch.env, job_dir,
+                                     None if own_chdir else (place.path or str(job_dir)), script_args=script_args)
     except CommandError as e:
         host.remove_tree(job_dir)  # nothing half-recorded
         raise JobSubmitError(explain_refusal(e.stderr.strip()) or str(e), argv=e.argv) from None
-    # The row keeps the environment beside sbatch's options, as the front ends' option names it.
-    recorded = [*options, f"{PYTHON_ENV_OPTION}={launch.python_env or 'none'}"]
+    if place.missing:
+        warnings.warn(GtcWarning(
+            f"job {slurm_id} runs in its job folder {job_dir}: the folder it was submitted from, {submit_dir}, "
+            f"{place.missing}; to run it elsewhere, give --chdir=FOLDER with a folder on the cluster"), stacklevel=2)
+    # The row keeps the environment beside sbatch's options, as the front ends' option names it,
+    # and where we ran it (the user's own --chdir is among the options, or in the script).
+    recorded = [*options, *([] if own_chdir else [f"--chdir={place.path or job_dir}"]),
+                f"{PYTHON_ENV_OPTION}={launch.python_env or 'none'}"]
     job = JobRecord(cluster, slurm_id, name, "PENDING", str(job_dir), recorded, user=_current_user())
     store.add_job(job)
     return job
+
+
+def trials_submit_dir(backend: Backend, record: ClusterRecord, study: str, submit_dir: str | None) -> str | None:
+    """Where the trials of ``study``, created from ``submit_dir``, are submitted from: that
+    folder where the cluster of ``record`` has it; else None (each trial in its job folder), said
+    once here with a ``GtcWarning``, not at every trial."""
+    if submit_dir is None:
+        return None
+    place = backend.work_dir(backend.parse_spec(record.spec), record.runtime, _absolute("submit_dir", submit_dir))
+    if place.path is None and place.missing:
+        warnings.warn(GtcWarning(
+            f"the trials of study {study} run in their job folders: the folder it was created from, {submit_dir}, "
+            f"{place.missing}; to run them elsewhere, give local.submit_dir with a folder on the cluster"),
+            stacklevel=2)
+    return place.path
 
 
 def _check_partitions(cluster: str, layouts: list[PartitionLayout], partition: str | None,
@@ -112,6 +144,15 @@ def _check_partitions(cluster: str, layouts: list[PartitionLayout], partition: s
     if ask.per_node > gpus:
         has = {0: "no GPUs", 1: "1 GPU"}.get(gpus, f"{gpus} GPUs")
         raise SpecError(f"--{ask.option}", ask.value, f"partition {part} has {machine} nodes with {has}; {ask.how}")
+
+
+def _absolute(field: str, folder: str | os.PathLike) -> str:
+    """``folder`` as a path on the cluster's host: it must be absolute (a relative one would be
+    the host's, not the submitter's, working directory's)."""
+    text = os.fspath(folder)
+    if not isinstance(text, str) or not text.startswith("/"):
+        raise SpecError(field, str(folder), "an absolute folder (os.path.abspath of a relative one)")
+    return text
 
 
 def _current_user() -> str | None:

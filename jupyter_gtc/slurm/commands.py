@@ -70,11 +70,15 @@ class SlurmCommands:
         if job_ids:
             self.run(["scancel", *job_ids])
 
-    def submit(self, script: Path, options: list[str], env: dict[str, str], cwd_option: Path,
-               script_args: list[str] | None = None) -> str:
+    def submit(self, script: Path, options: list[str], env: dict[str, str], job_dir: Path,
+               work_dir: str | Path | None, script_args: list[str] | None = None) -> str:
         """``sbatch --parsable``; options on the command line win over the script's #SBATCH lines;
-        ``script_args`` reach the script as its ``"$@"``."""
-        result = self.host.run(["sbatch", "--parsable", f"--chdir={cwd_option}", *options, str(script),
+        ``script_args`` reach the script as its ``"$@"``. The job runs in ``work_dir`` (its
+        ``--chdir``: the folder it was submitted from, or ``job_dir``); None where ``options`` or
+        the script's #SBATCH lines choose. (sbatch's own default, its working directory, is
+        never meant: over SSH that is the login's home, not the submitter's folder.)"""
+        chdir = [] if work_dir is None else [f"--chdir={work_dir}"]
+        result = self.host.run(["sbatch", "--parsable", *chdir, *options, str(script),
                                 *(script_args or [])], env={**env, **self.env}, timeout=self.timeout)
         return result.stdout.strip().split(";")[0]
 

@@ -186,7 +186,7 @@ class StudyDriver:
         try:
             job = self.jobs.submit(self.cluster, self.spec.script, [f"--job-name={self.name}-{trial_id}"],
                                    script_args=[format_flag(k, v) for k, v in params.items()], env=env,
-                                   job_dir=trial_dir)
+                                   job_dir=trial_dir, submit_dir=self.spec.local.submit_dir)
         except GtcError as e:
             trial.set_user_attr(FAIL_REASON, f"not submitted: {e}")
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)

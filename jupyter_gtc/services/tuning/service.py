@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._process import process_alive, this_process
+from ...backends import get_backend
 from ...exceptions import ClusterBusy, GtcError, SpecError, StudyBusy
 from ...spec.cluster import parse_cluster_spec
 from ...spec.study import TuningSpec, parse_tuning_spec
@@ -23,6 +24,7 @@ from ...state import Store
 from ...state.store import StudyRecord
 from . import engine
 from .driver import HEARTBEAT_S, StudyDriver
+from ..submit import trials_submit_dir
 from .study import Study, StudyFeed
 from .trials import FINISHED_STUDY_STATES, JOB_ID, STOP_REASON, StudySnapshot, shown, trial_view
 
@@ -43,8 +45,11 @@ class TuningService:
 
     # -- the public actions ------------------------------------------------------------
 
-    def create(self, cluster: str, spec: TuningSpec | dict | str, name: str | None = None) -> Study:
-        """Record a new study and start driving it from this process."""
+    def create(self, cluster: str, spec: TuningSpec | dict | str, name: str | None = None,
+               submit_dir: str | None = None) -> Study:
+        """Record a new study and start driving it from this process. Its trials run in
+        ``submit_dir`` (the creator's working directory; the spec's ``local.submit_dir`` wins),
+        kept with the study for whichever process drives it; None: each in its job folder."""
         spec = spec if isinstance(spec, TuningSpec) else parse_tuning_spec(spec)
         name = name or default_name(spec, {r.name for r in self.store.find_studies()})
         if not NAME_RE.fullmatch(name):
@@ -53,6 +58,9 @@ class TuningService:
         if record.state != "RUNNING":
             raise ClusterBusy(cluster, f"cluster {cluster} is {record.state}; a study can start when it is RUNNING",
                               record.state)
+        place = trials_submit_dir(get_backend(record.backend, self.home), record, name,
+                                  spec.local.submit_dir or submit_dir)
+        spec = spec.model_copy(update={"local": spec.local.model_copy(update={"submit_dir": place})})
         study_dir = self.home / "studies" / name
         storage_path = study_dir / "optuna.db"
         _, sampler_name, why = engine.make_sampler(spec)

@@ -142,6 +142,12 @@ class LocalTrialOptions(_Model):
     (``--learning_rate=0.01``), so it passes them on: ``srun python train.py "$@"``."""
     seed: int | None = None
     """The sampler's seed: the same seed and results give the same suggestions."""
+    submit_dir: str | None = Field(default=None, pattern=r"^/")
+    """The folder the trials are submitted from, on the cluster: each runs there, as a job does
+    (``api.submit_job``), so ``python train.py`` finds the script beside the notebook. Set when
+    the study is created, to where it is created (the creating process's working directory)
+    unless given, and kept with the study for a driver in another process; none (a study from
+    before it was kept, or a folder the cluster lacks): each trial runs in its job folder."""
 
 
 class TuningSpec(_Model):

@@ -435,6 +435,11 @@ def _job_list(args) -> None:
 
 def _job_logs(args) -> None:
     job = api.get_job(args.job, args.cluster)
+    path = job.log_file()
+    if not args.follow and job.host.stat(path) is None:  # say so, rather than print nothing and succeed
+        from .failure import no_log
+
+        raise GtcError(no_log(job.id, job.name, job.state, bool(job.nodes), path))
     if not args.follow:
         sys.stdout.write(job.logs(tail=args.tail))
         return

@@ -227,3 +227,14 @@ def failure_line(state: str, exit_code: int | None, log: LogEnds | None, log_pat
     if not log.text.strip():
         return f"{head}; its log is empty: {log_path}"
     return f"{head}; no line of its log says why: {log_path}"
+
+
+def no_log(job_id: str, name: str, state: str, started: bool, path: str | Path) -> str:
+    """Why a job has no log at ``path``, for a front end to say instead of printing nothing;
+    ``started``: it was given nodes (a job cancelled while pending has a start time, no nodes)."""
+    if state not in FAILED_STATES and state != "COMPLETED" and not started:
+        return f"job {job_id} ({name}) has no log yet: it has not started ({state}); it will write {path}"
+    if not started:
+        return f"job {job_id} ({name}) has no log: it ended {state} before it started, so it never wrote {path}"
+    return (f"job {job_id} ({name}) has no log at {path}: it was removed, or the job's --output names a folder "
+            f"its node could not write")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jupyter_gtc import api
+from jupyter_gtc import api, cli
 from tests.conftest import small_gpu_spec
 
 pytestmark = pytest.mark.slurm
@@ -46,3 +46,25 @@ def test_a_job_that_did_not_fail_has_none(failing_cluster):
     running = api.submit_job(failing_cluster, "#!/bin/bash\nsleep 60\n", ["-J", "running"]).wait_until_running(60)
     assert running.failure() is None
     running.cancel()
+
+
+def gtc_logs(capsys, job) -> tuple[int, str, str]:
+    code = cli.main(["job", "logs", job.id, "--cluster", job.cluster])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_gtc_job_logs_of_a_job_without_a_log_says_why_and_fails(failing_cluster, capsys):
+    removed = api.submit_job(failing_cluster, "#!/bin/bash\necho gone\n", ["-J", "removed"]).wait(timeout=60)
+    assert gtc_logs(capsys, removed) == (0, "gone\n", "")
+    removed.log_path.unlink()
+    assert gtc_logs(capsys, removed) == (1, "", f"error: job {removed.id} (removed) has no log at {removed.log_path}: "
+                                                "it was removed, or the job's --output names a folder its node "
+                                                "could not write\n")
+    held = api.submit_job(failing_cluster, "#!/bin/bash\necho never\n", ["-J", "held", "--hold"])
+    code, out, err = gtc_logs(capsys, held)
+    assert (code, out) == (1, "") and err == (f"error: job {held.id} (held) has no log yet: it has not started "
+                                              f"(PENDING); it will write {held.job_dir}/slurm-{held.id}.out\n")
+    held.cancel().wait(timeout=60)
+    code, out, err = gtc_logs(capsys, held)
+    assert (code, out) == (1, "") and "has no log: it ended CANCELLED before it started" in err

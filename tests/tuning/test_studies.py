@@ -113,10 +113,11 @@ def test_the_failure_budget_stops_the_study(cluster):
     spec = short_spec("{x: {double: [0, 1]}}", trials=10, parallel=1, extra="max_failed_trials: 2\n",
                       script=trial_script(env={"OBJECTIVE_EXIT": "3"}))
     study = api.create_study(cluster, spec, name="failing").wait(timeout=60)
-    assert study.state == "FAILED" and "2 trial(s) failed" in study.reason
+    assert study.state == "FAILED" and study.reason.startswith("stopped: 2 trials failed, reaching "
+                                                                "max_failed_trial_count=2; the first failure, trial 1")
     trials = study.snapshot().trials
     assert [t.state for t in trials] == ["FAIL", "FAIL"]
-    assert trials[0].reason == f"job {trials[0].job_id} ended FAILED, exit code 3"
+    assert trials[0].reason.startswith(f"job {trials[0].job_id} FAILED (exit code 3)")
 
 
 def test_a_trial_that_reports_nothing_fails_and_says_why(cluster):

@@ -36,7 +36,7 @@ from ...metrics import Scalar
 from ...spec.study import TuningSpec, format_flag
 from ...state import Store
 from . import engine
-from .trials import FAIL_REASON, JOB_DIR, JOB_ID, LOST, STOP_REASON, TRIAL_ID, counted
+from .trials import FAIL_REASON, JOB_DIR, JOB_ID, LOST, STOP_REASON, TRIAL_ID, counted, failure_budget_spent
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +149,7 @@ class StudyDriver:
         trials = counted(self.study.get_trials(deepcopy=False))
         failed = sum(t.state == optuna.trial.TrialState.FAIL for t in trials)
         if failed >= self.spec.failure_budget:
-            return self._end("FAILED", f"{failed} trial(s) failed; the study stops at {self.spec.failure_budget} "
-                                       "(max_failed_trial_count)")
+            return self._end("FAILED", failure_budget_spent(self.spec, trials))
         limit = self.spec.max_trial_count
         if self.spec.algorithm == "grid":
             limit = min(limit, engine.grid_size(self.spec))
@@ -277,9 +276,9 @@ class StudyDriver:
         job = run.job
         value = engine.final_value([(s, v) for s, _, v in run.points], self.spec.measurement_selection,
                                    self.spec.metric.direction)
-        if job.state != "COMPLETED":
+        if job.state != "COMPLETED":  # why, once, from its log: REST polls read the trial's attribute
             code = f", exit code {job.exit_code}" if job.exit_code is not None else ""
-            run.trial.set_user_attr(FAIL_REASON, f"job {job.id} ended {job.state}{code}")
+            run.trial.set_user_attr(FAIL_REASON, f"job {job.id} " + (job.failure() or f"ended {job.state}{code}"))
             self.study.tell(run.trial, state=optuna.trial.TrialState.FAIL)
         elif value is None:
             why = self._why_nothing(run)

@@ -119,6 +119,24 @@ def trial_view(frozen, spec: TuningSpec) -> TrialView:
     )
 
 
+def failure_budget_spent(spec: TuningSpec, frozen_trials) -> str:
+    """What happened when failed trials stop a study, and the first failure's cause (its log's
+    line, as the trial recorded it when it ended): the first is the one to fix; the others most
+    often failed the same way."""
+    failed = [t for t in frozen_trials if t.state.name == "FAIL"]
+    budget = spec.failure_budget
+    limit = f"max_failed_trial_count={spec.max_failed_trial_count}" if spec.max_failed_trial_count else \
+        f"the default limit of {budget} (max_failed_trial_count=0)"
+    how = f"more than {limit} allows" if len(failed) > budget else f"reaching {limit}"
+    said = f"stopped: {len(failed)} trial{'s' if len(failed) != 1 else ''} failed, {how}"
+    if not failed:
+        return said
+    first = min(failed, key=lambda t: (t.datetime_complete is None, t.datetime_complete or 0, t.number))
+    reason = first.user_attrs.get(FAIL_REASON)
+    trial_id = first.user_attrs.get(TRIAL_ID, first.number + 1)
+    return f"{said}; the first failure, trial {trial_id}: {reason}" if reason else said
+
+
 def counted(frozen_trials) -> list:
     """Trials that count against max_trial_count (not the lost ones)."""
     return [t for t in frozen_trials if not t.user_attrs.get(LOST)]

@@ -82,7 +82,8 @@ WITH_THE_RECIPES = {"tests/health/test_faults_under_training.py"}
 
 # Files whose tests run as tests/non_root.py's one test user and then check that it has no
 # process left: two at once would see each other's.
-AS_THE_TEST_USER = {"tests/backends/test_non_root.py", "tests/browser/test_non_root_lab.py"}
+AS_THE_TEST_USER = {"tests/backends/test_non_root.py", "tests/browser/test_non_root_lab.py",
+                    "tests/test_first_notebook.py"}
 
 
 def pytest_xdist_make_scheduler(config, log):

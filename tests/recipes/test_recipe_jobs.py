@@ -118,7 +118,7 @@ def test_any_script_resumes_under_a_requeue_with_jupyter_gtc_resume(cluster):
 
     script = ("#!/bin/bash\n#SBATCH --requeue\n"
               'srun "${GTC_PYTHON:-python3}" -m jupyter_gtc.examples.resumable_regression --steps 30 '
-              "--checkpoint_every 10 --hold_at_step 13 --hold_until go\n")
+              "--checkpoint_every 10 --hold_at_step 13 --hold_until \"$GTC_JOB_DIR/go\"\n")  # in its folder: the job runs where the test is
     job = api.submit_job(cluster, script)
     assert sleep_until(lambda: "step 13/30" in job.logs(), 240), job.logs()
     assert (job.checkpoint_dir / "step-00000010").is_dir()

@@ -47,6 +47,9 @@ class JobPanel(w.VBox):
         self.cancel_button = w.Button(description="Cancel", icon="stop", button_style="danger",
                                       tooltip="scancel this job", layout=w.Layout(width="auto"))
         self.warning_html = w.HTML(layout=_hidden())
+        # Once a job failed: the line of its log that says why (a worker's error, not the end of
+        # torchrun's own traceback that the log's tail shows), with what its exit code means.
+        self.failure_html = w.HTML(layout=_hidden())
         self.log_html = w.HTML()
         # Shown once the job reports how far it is (progress/total_steps or tqdm lines).
         self.progress_bar = w.FloatProgress(min=0.0, max=1.0, layout=w.Layout(width="40%", display="none"))
@@ -61,8 +64,8 @@ class JobPanel(w.VBox):
                         layout=w.Layout(align_items="center", flex_flow="row wrap"))
         self._progress_row = w.HBox([self.progress_bar, self.progress_label],
                                     layout=w.Layout(align_items="center", display="none"))
-        super().__init__([self.title_html, fields, self._progress_row, self.warning_html, self.plot_box,
-                          self.log_html])
+        super().__init__([self.title_html, fields, self.failure_html, self._progress_row, self.warning_html,
+                          self.plot_box, self.log_html])
 
         self.job = job
         self._poller = api.job_poller(job.cluster)
@@ -145,9 +148,15 @@ class JobPanel(w.VBox):
         if job.finished and job.managed and not self.goodput_label.value:  # once: it no longer changes
             g = job.goodput()
             if g.steps:
-                self.goodput_label.value = f"{g.goodput:.0%}"
+                self.goodput_label.value = goodput_text(g)
                 self.goodput_label.tooltip = g.describe()
                 self._goodput_field.layout.display = ""
+        if job.finished and self.failure_html.layout.display == "none":  # once: read from its log's ends
+            why = job.failure()
+            if why:
+                self.failure_html.value = (f"<div style='color:{_FAILURE_COLOUR}; font-family:var(--jp-code-font-family,"
+                                           f" monospace); margin:0.2em 0'>{html.escape(why)}</div>")
+                self.failure_html.layout.display = ""
 
     def _show_metrics(self, job: api.Job) -> None:
         metrics = job.metrics_feed
@@ -200,6 +209,15 @@ class JobPanel(w.VBox):
         """Show ``text`` in the warning line, or hide the line when ``text`` is empty."""
         self.warning_html.value = f"<span style='color:{_FAILURE_COLOUR}'>{html.escape(text)}</span>" if text else ""
         self.warning_html.layout.display = "" if text else "none"
+
+
+def goodput_text(g) -> str:
+    """Goodput with what the rest of the time went to, largest first: "75% (startup 20%, finish
+    5%)". A bare "75%" on a job that was never interrupted read as a fault; said this way, it is
+    what it is, the job's own start-up and ending, and a restart or recompute stands out."""
+    wall = g.wall_s or 1.0
+    rest = sorted(((v / wall, k) for k, v in g.badput_s.items() if v / wall >= 0.005), reverse=True)
+    return f"{g.goodput:.0%}" + (f" ({', '.join(f'{k} {share:.0%}' for share, k in rest)})" if rest else "")
 
 
 def _hidden() -> w.Layout:

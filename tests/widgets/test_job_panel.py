@@ -155,5 +155,7 @@ def test_panel_grows_a_live_plot_and_a_progress_bar_from_the_jobs_scalars(cluste
     assert panel.progress_bar.value == 1.0 and panel.progress_label.value.startswith("200/200 steps (100%)")
     assert any(0 < f < 1 for f in fractions), fractions  # it moved while the job trained
     # Once finished: the share of its time that made steps; no attempt field, never requeued.
-    assert panel.goodput_label.value.endswith("%") and "200 steps kept, over 1 attempt(s)" in panel.goodput_label.tooltip
+    # Said with what the rest went to ("83% (startup 10%, ...)"): a bare share read as a fault.
+    assert panel.goodput_label.value.split(" ")[0].endswith("%") and "startup" in panel.goodput_label.value
+    assert "200 steps kept, over 1 attempt(s)" in panel.goodput_label.tooltip
     assert panel._attempt_field.layout.display == "none"

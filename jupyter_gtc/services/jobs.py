@@ -240,8 +240,9 @@ class Job:
         return self._service.metrics_of(self)
 
     def metrics(self, all_attempts: bool = False):
-        """Every scalar the job has written so far: tag, step, wall_time, value (and run),
-        as a pandas DataFrame where pandas is installed, else a list of ``Scalar``. Each step
+        """Every scalar the job has written so far: tag, step, wall_time (a UTC timestamp),
+        value, and run where its event files are in more than one folder, as a pandas
+        DataFrame where pandas is installed, else a list of ``MetricRow``. Each step
         once: where a requeued attempt redid steps since its checkpoint, its values replace the
         dead attempt's, as in TensorBoard (``metrics/resumed.py``); ``all_attempts`` keeps both."""
         tail = self.metrics_feed
@@ -272,7 +273,7 @@ class Job:
                           live.end_time if live.finished and live.end_time else time.time(), live.restart_count)
 
     def plot(self, tags: list[str] | None = None):
-        """A live plot of the job's scalars (one line per tag) that grows while it trains;
+        """A live plot of the job's scalars (a chart per tag, in a grid) that grows while it trains;
         only ``tags`` when given (a name ending in "/" takes every tag under it, "perf/").
         Drawn by the notebook front end: ``%load_ext jupyter_gtc`` first."""
         if _plotter is None:

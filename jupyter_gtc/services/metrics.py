@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ..hosts import LOCAL, Host
@@ -67,12 +69,31 @@ class JobMetrics:
         return self._history.view()
 
 
+@dataclass(frozen=True)
+class MetricRow:
+    """One scalar as ``job.metrics()`` lists it where pandas is not installed."""
+
+    tag: str
+    step: int
+    wall_time: datetime  # when the job wrote it, in UTC
+    value: float
+    run: str = ""
+
+
 def as_table(scalars: Sequence[Scalar]):
-    """A pandas DataFrame (tag, step, wall_time, value, run) where pandas is installed,
-    else the list of scalars itself."""
+    """A pandas DataFrame (tag, step, wall_time, value, and run where the scalars come from more
+    than one run) where pandas is installed, else a list of ``MetricRow``. ``wall_time`` is a
+    timestamp in UTC (a Scalar's is seconds since the epoch, which nobody reads): a pandas
+    datetime column, or a ``datetime``."""
     try:
         import pandas
     except ImportError:
-        return list(scalars)
-    return pandas.DataFrame([(s.tag, s.step, s.wall_time, s.value, s.run) for s in scalars],
-                            columns=["tag", "step", "wall_time", "value", "run"])
+        return [MetricRow(s.tag, s.step, datetime.fromtimestamp(s.wall_time, timezone.utc), s.value, s.run)
+                for s in scalars]
+    table = pandas.DataFrame([(s.tag, s.step, s.wall_time, s.value, s.run) for s in scalars],
+                             columns=["tag", "step", "wall_time", "value", "run"])
+    table["wall_time"] = pandas.to_datetime(table["wall_time"], unit="s", utc=True)
+    if table["run"].nunique() <= 1:
+        # One run (the usual: every event file at the top of the log dir) makes a column of "".
+        table = table.drop(columns="run")
+    return table

@@ -132,7 +132,7 @@ def test_panel_grows_a_live_plot_and_a_progress_bar_from_the_jobs_scalars(cluste
 
     from jupyter_gtc import api
     from jupyter_gtc.widgets import JobPanel
-    from jupyter_gtc.widgets.plot import LivePlot
+    from jupyter_gtc.widgets.tag_grid import TagGrid
 
     # A writer of the scalars a training job writes (tiny_regression.py's tags) that stops
     # halfway until the test has seen the bar move: the bar must show a fraction in between.
@@ -146,7 +146,7 @@ def test_panel_grows_a_live_plot_and_a_progress_bar_from_the_jobs_scalars(cluste
 
     assert sleep_until(lambda: panel.plot_box.children, 120), job.logs()
     [plot] = panel.plot_box.children
-    assert isinstance(plot, LivePlot)
+    assert isinstance(plot, TagGrid)  # job.plot(): a chart per tag
     assert sleep_until(lambda: 0 < panel.progress_bar.value < 1, 120), (panel.progress_bar.value, job.logs())
     (job.job_dir / "go").touch()
     assert sleep_until(lambda: not panel.following, 120), job.logs()

@@ -282,3 +282,110 @@ def test_the_loader_uses_our_route_never_a_cdn():
 def test_too_small_a_cap_is_refused():
     with pytest.raises(ValueError, match="max_points_per_tag"):
         LivePlot(max_points_per_tag=10)
+
+
+# -- job.plot()'s grid: a chart per tag -----------------------------------------------------
+
+def figures_by_tag(widget) -> dict[str, set[str]]:
+    """Each Bokeh figure in the widget's document (by its id), and the tags its lines draw."""
+    from bokeh.models import GlyphRenderer
+    from bokeh.plotting import figure
+
+    drawn: dict[str, set[str]] = {}
+    for model in widget._model.references():
+        if isinstance(model, figure):
+            drawn[model.id] = {r.data_source.name.split(" (")[0] for r in model.renderers
+                               if isinstance(r, GlyphRenderer)}
+    return drawn
+
+
+def test_the_grid_draws_each_tag_in_its_own_chart_on_its_own_scale():
+    """perf/tokens_per_s (~8,000) beside loss, lr and grad_norm: on one axis the last three are
+    a line at 0. Each gets a chart whose y range is computed from its own values only."""
+    from bokeh.models import DataRange1d
+
+    from jupyter_gtc.widgets.tag_grid import TagGrid
+
+    scales = {"train/loss": 2.0, "train/lr": 3e-4, "train/grad_norm": 0.8, "perf/tokens_per_s": 8000.0}
+    grid = TagGrid("job 1 scales")
+    for tag, scale in scales.items():
+        grid.add(scalars(tag, range(50), value=lambda step, scale=scale: scale * (1 + 0.1 * math.sin(step))))
+    drawn = figures_by_tag(grid)
+    assert sorted(tags for figure_tags in drawn.values() for tags in figure_tags) == sorted(scales)
+    assert all(len(tags) == 1 for tags in drawn.values()), drawn  # one tag a chart, never two
+    assert list(grid.charts) == sorted(scales)  # tags under one prefix side by side
+    for tag, chart in grid.charts.items():
+        values = np.concatenate([r.data_source.data["value"] for r in chart.renderers])
+        assert values.min() >= 0.9 * scales[tag] - 1e-6 and values.max() <= 1.1 * scales[tag] + 1e-6, tag
+        # Auto-ranged from this chart's own lines (no other chart's renderers, no fixed bounds).
+        assert isinstance(chart.y_range, DataRange1d) and not chart.y_range.renderers, tag
+        assert math.isnan(chart.y_range.start) and math.isnan(chart.y_range.end)
+        assert chart.title.text == tag
+    cells = {(r, c) for _, r, c in grid.grid.children}
+    assert len(cells) == 4 and max(c for _, c in cells) == 1  # 2 x 2
+
+
+def test_a_tag_that_comes_later_gets_its_chart_then_and_updates_stream():
+    from jupyter_gtc.widgets.tag_grid import TagGrid
+
+    grid = TagGrid()
+    grid.add(scalars("train/loss", range(10)))
+    grid._sync_model(grid, dict(DOCUMENT_READY), [])  # shown: changes go as patches
+    wire = Wire(grid)
+    first_chart = grid.charts["train/loss"]
+    grid.add(scalars("train/loss", range(10, 20)))
+    assert set(wire.kinds()) == {"patch"} and event_kinds(wire) == ["ColumnsStreamed"]  # no new models
+    assert grid.charts["train/loss"] is first_chart
+    grid.add(scalars("eval/loss", range(5)) + scalars("train/loss", range(20, 25), run="worker-1"))
+    assert list(grid.charts) == ["eval/loss", "train/loss"] and grid.charts["train/loss"] is first_chart
+    assert [r.name for r in first_chart.renderers] == ["train/loss", "train/loss (worker-1)"]
+    assert first_chart.legend[0].visible and [i.label["value"] for i in first_chart.legend[0].items] == [
+        "(log dir)", "worker-1"]
+    assert "state" not in wire.kinds()
+    assert grid.point_count == {"train/loss": 20, "eval/loss": 5, "train/loss (worker-1)": 5}
+
+
+def event_kinds(wire: Wire) -> list[str]:
+    """The kinds of document events in the patches sent (a patch is sent as several messages)."""
+    kinds = []
+    for kind, payload in wire.messages:
+        if kind == "patch" and isinstance(payload, str) and payload.startswith('{"events"'):
+            kinds += [event["kind"] for event in json.loads(payload)["events"]]
+    return kinds
+
+
+def test_a_requeued_jobs_resume_point_is_marked_on_every_chart():
+    """Killed after step 8 with a checkpoint at 5, the job redoes 6 on: every chart has a
+    vertical line at step 6 with a label, also a chart whose tag comes after the requeue."""
+    from bokeh.models import Label, Span
+
+    from jupyter_gtc.widgets.tag_grid import TagGrid
+
+    grid = TagGrid()
+    began, again = 1_700_000_000.0, 1_700_000_100.0
+    grid.add(attempt("loss", range(1, 9), began, lambda step: 1.0) + attempt("lr", [4, 8], began + 4, lambda step: 0.1))
+    assert grid.resumes == [] and not any(isinstance(m, Span) for m in grid._model.references())
+    grid.add(attempt("lr", [8, 12], again, lambda step: 0.1))  # the sparse tag first: it resumed "at 8"
+    grid.add(attempt("loss", range(6, 15), again, lambda step: 2.0))
+    grid.add(attempt("grad_norm", range(6, 15), again + 0.5, lambda step: 3.0))
+    for tag, chart in grid.charts.items():
+        [span] = [m for m in chart.center if isinstance(m, Span)]
+        [label] = [m for m in chart.center if isinstance(m, Label)]
+        assert span.location == 6 and span.dimension == "height" and label.x == 6, tag
+        assert label.text == "requeued: attempt 2 from step 6", tag
+    [source] = [r.data_source for r in grid.charts["loss"].renderers]
+    assert list(source.data["step"]) == list(range(1, 15))  # each step once, as before
+
+
+def test_the_grid_says_what_the_charts_cannot():
+    from bokeh.models import Div
+
+    from jupyter_gtc.widgets.tag_grid import TagGrid
+
+    grid = TagGrid()
+    grid.set_status("FAILED (exit code 1): ModuleNotFoundError: No module named 'foo'")
+    [div] = [m for m in grid._model.references() if isinstance(m, Div) and m.visible and "FAILED" in m.text]
+    assert "No module named &#x27;foo&#x27;" in div.text  # escaped: a log line is not HTML
+    assert grid.status == "FAILED (exit code 1): ModuleNotFoundError: No module named 'foo'"
+    grid.set_status("")
+    assert not div.visible

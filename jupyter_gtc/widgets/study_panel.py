@@ -162,6 +162,10 @@ class StudyPanel(w.VBox):
                      *(html.escape(_short(t.params[n])) if n in t.params else "" for n in names),
                      latest, value, f"<span{reason}>{early}</span>", html.escape(t.job_id or "")]
             rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+            if t.state == "FAIL" and t.reason:  # why, in words under its row: its log's first error line
+                rows.append(f"<tr class='gtc-trial-failure'><td></td><td colspan='{len(cells) - 1}' "
+                            f"style='color:{_FAILURE_COLOUR}; text-align:left; white-space:pre-wrap'>"
+                            f"{html.escape(t.reason)}</td></tr>")
         self.table_html.value = (
             "<div style='max-height:22em; overflow:auto'><table style='font-size:90%'><thead><tr>"
             f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")

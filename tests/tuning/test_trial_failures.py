@@ -22,3 +22,14 @@ def test_a_failed_trial_says_its_first_error_line(cluster):
     assert study.state == "FAILED"
     assert study.reason == (f"stopped: 2 trials failed, reaching max_failed_trial_count=2; the first failure, "
                             f"trial 1: job {trials[0].job_id} {cause}")
+
+
+def test_the_study_panel_shows_a_failed_trials_error_under_its_row(cluster):
+    from jupyter_gtc.widgets.study_panel import StudyPanel
+
+    panel = StudyPanel(api.get_study("broken-import"))
+    table = panel.table_html.value
+    assert table.count("gtc-trial-failure") == 2
+    assert "ModuleNotFoundError: No module named &#x27;torchvision_not_installed&#x27;" in table
+    assert "stopped: 2 trials failed" in panel.reason_html.value
+    panel.close()

@@ -32,6 +32,7 @@ from ..spec import machines
 from ..state.store import VertexJobRecord
 from . import vertex_local
 from .jobs import Job, JobService
+from .vertex_containers import container_pool
 
 log = logging.getLogger("jupyter_gtc.vertex_endpoint")
 
@@ -411,19 +412,7 @@ def _pools(specs: Any, gcs_root: Path) -> list[dict[str, Any] | None]:
             continue
         if "container_spec" not in pool:
             raise SpecError(where, "no program", "a container_spec with the command to run")
-        container = pool.container_spec
-        if not container.command:
-            raise SpecError(f"{where}.container_spec.command", [],
-                            "the program and its arguments: no container runtime runs the image here, so the "
-                            "endpoint runs the command on the cluster's nodes and needs it (the image's entrypoint "
-                            "is unknown)")
-        pools.append({
-            "replicas": pool.replica_count,
-            "argv": [*container.command, *container.args],
-            "env": {e.name: e.value for e in container.env},
-            "note": (f"jupyter_gtc: image {container.image_uri} is not run (no container runtime on this cluster); "
-                     f"each pool's command runs on the nodes themselves") if container.image_uri else "",
-        })
+        pools.append(container_pool(pool.container_spec, pool.replica_count, where))
     return pools
 
 

@@ -11,7 +11,10 @@ Everything comes in the environment (no shell ever sees the user's command or ar
 an empty placeholder pool), ``GTC_VERTEX_HOSTS`` the allocation's host names in Slurm's
 order, comma separated (the batch script expands ``SLURM_JOB_NODELIST`` once), and
 ``SLURM_NODEID``. A ``python_package_spec`` pool lists ``packages``: installed first, for
-this node, into the job's folder.
+this node, into the job's folder. A pool with a ``container`` runs in its image instead
+(``containers/argv.py``): the job folder and the local buckets (at ``/gcs``, as Cloud
+Storage FUSE mounts them on Vertex AI) mounted, the host's network, the task's GPUs, and the
+Vertex environment passed in by name.
 """
 
 from __future__ import annotations
@@ -77,6 +80,33 @@ def install(packages: list[str], node: int) -> str:
     return target
 
 
+# What a replica's container gets of the task's environment (by name; never a token, never the
+# node's PATH or HOME, which are the image's own): Vertex's contract, PyTorch's rendezvous, Slurm's ids.
+CONTAINER_PREFIXES = ("AIP_", "CLOUD_ML_", "SLURM_")
+CONTAINER_NAMES = ("CLUSTER_SPEC", "TF_CONFIG", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+                   "CUDA_VISIBLE_DEVICES", "GTC_JOB_DIR", "GTC_CLUSTER")
+
+
+def container_argv(pool: dict, env: dict[str, str], node: int) -> list[str]:
+    """The argv that runs ``pool``'s replica in its image (``pool["container"]``)."""
+    from ..containers.argv import GCS_MOUNT, Mount, gpu_options, run_argv
+    from ..containers.runtime import Found
+
+    spec = pool["container"]
+    mounts = []
+    if env.get("GTC_JOB_DIR") and os.path.isdir(env["GTC_JOB_DIR"]):
+        mounts.append(Mount(env["GTC_JOB_DIR"], env["GTC_JOB_DIR"]))
+    if env.get("GTC_GCS_MOUNT") and os.path.isdir(env["GTC_GCS_MOUNT"]):
+        mounts.append(Mount(env["GTC_GCS_MOUNT"], GCS_MOUNT))
+    names = [n for n in env if n.startswith(CONTAINER_PREFIXES) or n in CONTAINER_NAMES or n in pool["env"]]
+    oci = spec.get("oci_runtime")
+    return run_argv(Found(spec["engine_name"], spec["engine"], ""), spec["image"], command=spec["command"],
+                    args=spec["args"], env_names=names, mounts=mounts,
+                    gpus=gpu_options(wanted=bool(env.get("CUDA_VISIBLE_DEVICES"))),
+                    oci_runtime=Found(os.path.basename(oci), oci, "") if oci else None,
+                    name=f"gtc-{env.get('SLURM_JOB_ID', 'job')}-{node}")
+
+
 def main() -> None:
     pools = json.loads(os.environ["GTC_VERTEX_POOLS"])
     hosts = os.environ["GTC_VERTEX_HOSTS"].split(",")
@@ -90,7 +120,7 @@ def main() -> None:
     if pool.get("note") and replica == 0:
         print(pool["note"], file=sys.stderr, flush=True)
     sys.stdout.flush()
-    replace_with(pool["argv"], env)
+    replace_with(container_argv(pool, env, node) if pool.get("container") else pool["argv"], env)
 
 
 if __name__ == "__main__":

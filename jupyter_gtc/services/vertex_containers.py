@@ -1,0 +1,75 @@
+"""A CustomJob pool's ``container_spec`` as the task runner gets it: run in its image through
+this machine's container runtime (``containers/``), as Vertex AI runs it, or, where there is no
+runtime or the image cannot be had, its command on the nodes themselves, saying so.
+
+Run on the nodes, a pool's command gets the job's Python environment (the kernel's), which it
+must never change: a command that needs the image's entrypoint (``command: []``), or one that
+runs ``pip`` (``CustomJob.from_local_script``'s ``pip install --upgrade pip && pip3 install
+--user ...``, written for the inside of an image), is refused then, with what to install.
+
+The image is had here, in the endpoint, before the job is submitted: the local endpoint's
+cluster is this machine's, its nodes share this runtime's image store, and an image that
+cannot be had is the request's error, naming the image and each way tried.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ..containers import images
+from ..containers.runtime import INSTALL, Runtimes, local_runtimes
+from ..exceptions import SpecError
+
+SWITCH = "GTC_CONTAINERS"  # "none": run every pool's command on the nodes, as before runtimes were used
+_PIP = re.compile(r"(?:^|[\s/;&|(])pip(?:3(?:\.\d+)?)?(?:\s|$)|-m\s+pip\b")
+
+
+def runs_pip(argv: list[str]) -> bool:
+    """Whether ``argv`` runs pip: as its program, ``python -m pip``, or inside a ``sh -c`` string."""
+    return any(_PIP.search(word) for word in argv) or any(
+        os.path.basename(word) in ("pip", "pip3") or re.fullmatch(r"pip3\.\d+", os.path.basename(word))
+        for word in argv)
+
+
+def runtimes() -> Runtimes | None:
+    if os.environ.get(SWITCH, "").strip().lower() == "none":
+        return None
+    return local_runtimes()
+
+
+def container_pool(container: Any, replicas: int, where: str) -> dict[str, Any]:
+    image, command, args = container.image_uri, list(container.command), list(container.args)
+    env = {e.name: e.value for e in container.env}
+    found = runtimes()
+    engine = found.engine if found else None
+    why_not = (f"no container runtime on this cluster ({INSTALL['podman']})" if found else
+               f"{SWITCH}=none in the endpoint's environment")
+    if engine and image:
+        try:
+            reference = images.ensure(engine, image)
+        except images.ImageUnavailable as e:
+            if not command or runs_pip([*command, *args]):
+                raise SpecError(f"{where}.container_spec.image_uri", image,
+                                f"an image {engine.name} can have here: {e}") from None
+            why_not = str(e)
+        else:
+            oci = found.oci_runtime
+            return {"replicas": replicas, "argv": [*command, *args], "env": env,
+                    "container": {"engine": engine.path, "engine_name": engine.name, "image": reference,
+                                  "command": command, "args": args,
+                                  "oci_runtime": oci.path if oci else None},
+                    "note": f"jupyter_gtc: image {image} runs in {engine.name} {engine.version}"}
+    if not command:
+        raise SpecError(f"{where}.container_spec.command", [],
+                        f"the program and its arguments, or a container runtime that runs image {image}'s "
+                        f"entrypoint: {why_not}")
+    if runs_pip([*command, *args]):
+        raise SpecError(f"{where}.container_spec.command", [*command, *args],
+                        f"a command that runs no pip, or a container runtime to run it in image {image}: "
+                        f"{why_not}. On the nodes it would install into the Python environment the job runs "
+                        f"with (the kernel's), which no job may change")
+    return {"replicas": replicas, "argv": [*command, *args], "env": env,
+            "note": (f"jupyter_gtc: image {image} is not run ({why_not}); each pool's command runs on the nodes "
+                     f"themselves") if image else ""}

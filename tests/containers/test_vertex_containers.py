@@ -1,0 +1,125 @@
+"""Vertex AI CustomJobs whose images run, through the official SDK (google-cloud-aiplatform,
+unpatched) against the local Vertex endpoint on a real local cluster, with a real podman and
+the tests' own image (tests/containers/image.py: built here, no registry).
+
+Each test fails on the endpoint that never ran an image: it refused ``command: []`` (the
+image's entrypoint), and ran from_local_script's ``pip install --upgrade pip && pip3 install
+--user ...`` on the node with the kernel's venv first on PATH."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from jupyter_gtc import api
+from jupyter_gtc._process import run
+from tests.containers.image import BASE, TRAINER, base_image, trainer_image
+
+pytestmark = [pytest.mark.slurm,
+              pytest.mark.skipif(shutil.which("podman") is None or shutil.which("mmdebstrap") is None,
+                                 reason="podman and mmdebstrap are not installed (scripts/install-system-deps.sh)")]
+
+
+def machine(gpus: int = 8) -> dict:
+    return {"machine_type": "a3-highgpu-8g", "accelerator_type": "NVIDIA_H100_80GB", "accelerator_count": gpus}
+
+
+@pytest.fixture(scope="module")
+def images():
+    return trainer_image(), base_image()
+
+
+@pytest.fixture(scope="module")
+def endpoint(slurm_available, images):
+    from tests.conftest import small_gpu_spec
+
+    cluster = api.create_cluster(small_gpu_spec("ctr", nodes=2))
+    endpoint = api.start_vertex_endpoint(cluster.name)
+    yield endpoint
+    api.delete_cluster(cluster.name)
+
+
+@pytest.fixture
+def aiplatform(endpoint, monkeypatch):
+    """The SDK as a user points it at the endpoint, every other way out of the machine closed."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.setenv(proxy, "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint.storage_host)
+    aiplatform.init(project="local-project", location="us-central1", staging_bucket="gs://local-bucket",
+                    api_endpoint=endpoint.api_endpoint, api_transport="rest", credentials=AnonymousCredentials())
+    return aiplatform
+
+
+def venv_state() -> dict:
+    """The kernel's venv as a job could change it: pip's version, `pip freeze`, and every file of
+    its site-packages with its size and content hash."""
+    site = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    files = {}
+    for path in sorted(site.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            files[str(path.relative_to(site))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    return {"pip": run([*pip, "--version"]).stdout, "freeze": run([*pip, "freeze"]).stdout,
+            "bin": sorted(os.listdir(Path(sys.prefix) / "bin")), "files": files}
+
+
+def test_a_google_container_sample_runs_the_images_entrypoint(aiplatform):
+    # As Google's samples send it (python-aiplatform samples: "command": [], the image's own
+    # ENTRYPOINT runs, "args" replace its CMD).
+    job = aiplatform.CustomJob(display_name="entrypoint", worker_pool_specs=[{
+        "machine_spec": machine(), "replica_count": 1,
+        "container_spec": {"image_uri": TRAINER, "command": [], "args": ["--epochs", "3"],
+                           "env": [{"name": "GREETING", "value": "hello"}]}}])
+    job.run()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
+    log = api.get_job("entrypoint", "ctr").logs()
+    assert f"jupyter_gtc: image {TRAINER} runs in podman" in log
+    report = json.loads(next(line for line in log.splitlines() if line.startswith("{")))
+    assert report["argv"] == ["--epochs", "3"] and report["in_container"] and report["greeting"] == "hello"
+    assert report["cluster_spec"]["task"] == {"type": "workerpool0", "index": 0}
+    # The model went where AIP_MODEL_DIR says, through /gcs: a file of the local bucket.
+    model_dir = job.job_spec.base_output_directory.output_uri_prefix.removeprefix("gs://").rstrip("/")
+    from jupyter_gtc.state import default_home
+
+    assert (default_home() / "gcs" / model_dir / "model" / "model.txt").read_text() == "trained in a container\n"
+
+
+def test_from_local_script_in_a_custom_image_installs_in_the_container_not_the_kernels_venv(aiplatform, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import sys, site\nprint('trained by', sys.executable, 'from', __file__)\n")
+    before = venv_state()
+    job = aiplatform.CustomJob.from_local_script(
+        display_name="custom-image-script", script_path=str(script), container_uri=BASE,
+        args=["--lr", "0.1"], replica_count=1, machine_type="a3-highgpu-8g")
+    command = job.job_spec.worker_pool_specs[0].container_spec.command
+    assert "pip install --upgrade pip" in " ".join(command)  # what the SDK sends for a custom image
+    job.run()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
+    log = api.get_job("custom-image-script", "ctr").logs()
+    assert "trained by /usr/bin/python3 from /root/.local/lib/python3.11/site-packages/" in log, log
+    assert venv_state() == before
+
+
+def test_an_image_that_cannot_be_had_is_refused_naming_it_and_what_was_tried(aiplatform):
+    from google.api_core import exceptions
+
+    image = "registry.invalid/nobody/trainer:1"
+    job = aiplatform.CustomJob(display_name="no-image", worker_pool_specs=[{
+        "machine_spec": machine(), "replica_count": 1,
+        "container_spec": {"image_uri": image, "command": [], "args": []}}])
+    with pytest.raises(exceptions.BadRequest) as info:
+        job.run()
+    message = str(info.value)
+    assert f"image {image} cannot be had here" in message and f"podman pull {image}" in message, message
+    assert "podman load" in message  # how to give an image of one's own with no registry

@@ -293,8 +293,9 @@ def job_poller(cluster: str):
     return _jobs().poller(cluster)
 
 
-def doctor() -> list[tuple[str, bool, str]]:
-    """What each backend needs here: (check, ok, how to fix) rows."""
+def doctor() -> list[tuple[str, bool | None, str]]:
+    """What each backend needs here: (check, ok, how to fix) rows; ok is None for an optional
+    package that is not installed (the row says what that costs)."""
     from .services.doctor import run_checks
 
     return run_checks(default_home())

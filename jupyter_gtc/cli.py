@@ -301,14 +301,18 @@ def _list(args) -> None:
     if args.json:
         print(json.dumps([c.to_json() for c in clusters], indent=2))
         return
-    from rich.table import Table
+    if not clusters:
+        print("no clusters yet; create one with `gtc cluster create -f SPEC.yaml` (a spec to start from: "
+              "examples/clusters/local-a3.yaml), or attach one with `gtc cluster attach NAME --ssh LOGIN-HOST`")
+        return
+    from .cli_tables import CLUSTERS, render
 
-    table = Table("NAME", "BACKEND", "STATE", "NODES", "GPUS", "AGE", box=None)
+    rows = []
     for c in clusters:
         state = c.state if not c.status or c.status.reachable else "UNREACHABLE"
         ready = sum(n.ready for n in c.nodes)
-        table.add_row(c.name, c.backend, state, f"{ready}/{c.node_count}", str(c.gpu_count), _age(c.created_at))
-    _console().print(table)
+        rows.append([c.name, c.backend, state, f"{ready}/{c.node_count}", str(c.gpu_count), _age(c.created_at)])
+    print(render(CLUSTERS, rows))
 
 
 def _describe(args) -> None:
@@ -422,15 +426,19 @@ def _job_list(args) -> None:
     if args.json:
         print(json.dumps([j.to_json() for j in jobs], indent=2))
         return
-    from rich.table import Table
+    if not jobs:
+        where = f" on {args.cluster}" if args.cluster else ""
+        print(f"no jobs{where}; submit one with `gtc job submit SCRIPT.sbatch`, or `%%sbatch` in a notebook")
+        return
+    from .cli_tables import JOBS, render
 
-    table = Table("ID", "NAME", "CLUSTER", "USER", "OURS", "STATE", "EXIT", "NODES", "ELAPSED", "SUBMITTED", box=None)
+    rows = []
     for j in jobs:
         elapsed = f"{j.elapsed:.0f}s" if j.elapsed is not None else ""
-        table.add_row(j.id, j.name, j.cluster, j.user or "", "yes" if j.managed else "no", j.state,
-                      "" if j.exit_code is None else str(j.exit_code), j.nodes, elapsed,
-                      _age(j.submitted_at) + " ago" if j.submitted_at else "")
-    _console().print(table)
+        rows.append([j.id, j.name, j.cluster, j.user or "", "yes" if j.managed else "no", j.state,
+                     "" if j.exit_code is None else str(j.exit_code), j.nodes, elapsed,
+                     _age(j.submitted_at) + " ago" if j.submitted_at else ""])
+    print(render(JOBS, rows))
 
 
 def _job_logs(args) -> None:
@@ -696,16 +704,20 @@ def _study_list(args) -> None:
     if args.json:
         print(json.dumps([s.to_json() for s in studies], indent=2))
         return
-    from rich.table import Table
+    if not studies:
+        where = f" on {args.cluster}" if args.cluster else ""
+        print(f"no studies{where}; start one with `gtc study create -f STUDY.yaml`, or `%%gtc_tune` in a notebook")
+        return
+    from .cli_tables import STUDIES, render
 
-    table = Table("NAME", "CLUSTER", "STATE", "TRIALS", "BEST", "SAMPLER", box=None)
+    rows = []
     for s in studies:
         snap = s.snapshot()
         state = snap.state if snap.driven or snap.finished else f"{snap.state} (no driver)"
         best = f"{snap.metric}={snap.best.value:.6g}" if snap.best else ""
-        table.add_row(s.name, snap.cluster, state, f"{len(snap.trials)}/{snap.max_trials}", best,
-                      snap.sampler.split(":")[0])
-    _console().print(table)
+        rows.append([s.name, snap.cluster, state, f"{len(snap.trials)}/{snap.max_trials}", best,
+                     snap.sampler.split(":")[0]])
+    print(render(STUDIES, rows))
 
 
 def _study_describe(args) -> None:

@@ -130,6 +130,17 @@ def test_job_verbs(tmp_path, slurm_available):
         out, _ = follow.communicate(timeout=60)  # -f returns once the job has ended
         assert out.startswith("started")
         assert api.get_job(job_id).wait(timeout=30).state == "CANCELLED"
+        # At 80 columns the name and the state stay whole (they were `longtr…` and `CANCEL…`).
+        long_name = "longtraining-run-llama"
+        long_id = gtc("job", "submit", str(sleeper), f"--job-name={long_name}").stdout.split()[2]
+        api.get_job(long_id).wait_until_running(timeout=30)
+        assert gtc("job", "cancel", long_id).returncode == 0
+        api.get_job(long_id).wait(timeout=30)
+        narrow = subprocess.run([sys.executable, "-m", "jupyter_gtc.cli", "job", "list"], capture_output=True,
+                                text=True, timeout=120, env={**os.environ, "COLUMNS": "80"}).stdout
+        row = next(line for line in narrow.splitlines() if line.startswith(f"{long_id} "))
+        assert row.split()[1:3] == [long_name, "CANCELLED"], narrow
+        assert all(len(line) <= 80 for line in narrow.splitlines()), narrow
 
         hostile = tmp_path / "it's $(id) a job.sbatch"
         hostile.write_text("#!/bin/bash\necho from a hostile path\n")

@@ -17,13 +17,14 @@ from typing import Any
 
 from ..._process import process_alive, this_process
 from ...backends import get_backend
-from ...exceptions import ClusterBusy, GtcError, SpecError, StudyBusy
+from ...exceptions import ClusterBusy, GtcError, SpecError, StudyBusy, StudyExists
 from ...spec.cluster import parse_cluster_spec
 from ...spec.study import TuningSpec, parse_tuning_spec
 from ...state import Store
 from ...state.store import StudyRecord
 from . import engine
 from .driver import HEARTBEAT_S, StudyDriver
+from .naming import name_taken, next_free
 from ..submit import trials_submit_dir
 from .study import Study, StudyFeed
 from .trials import FINISHED_STUDY_STATES, JOB_ID, STOP_REASON, StudySnapshot, shown, trial_view
@@ -65,10 +66,13 @@ class TuningService:
         storage_path = study_dir / "optuna.db"
         _, sampler_name, why = engine.make_sampler(spec)
         pid, host = _pid_and_host()
-        self.store.add_study(StudyRecord(
-            name=name, cluster=cluster, spec=spec.to_json(), state="RUNNING", study_dir=str(study_dir),
-            storage=f"sqlite:///{storage_path}", sampler=f"{sampler_name}: {why}", driver_pid=pid, driver_host=host,
-            heartbeat_at=time.time()))
+        try:
+            self.store.add_study(StudyRecord(
+                name=name, cluster=cluster, spec=spec.to_json(), state="RUNNING", study_dir=str(study_dir),
+                storage=f"sqlite:///{storage_path}", sampler=f"{sampler_name}: {why}", driver_pid=pid,
+                driver_host=host, heartbeat_at=time.time()))
+        except StudyExists:
+            raise name_taken(self.store.get_study(name), {r.name for r in self.store.find_studies()}) from None
         self._start_driver(name)
         return Study(name, self)
 
@@ -235,8 +239,7 @@ def default_name(spec: TuningSpec, taken: set[str], now: float | None = None) ->
     if base is None:
         stem = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.metric.metric_id)[:24].strip("-._") or "study"
         base = f"{stem}-{time.strftime('%m%d-%H%M', time.localtime(now))}"
-    suffixes = ("", *(f"-{i}" for i in range(2, 10_000)))
-    return next(n for n in (base[:63 - len(x)] + x for x in suffixes) if n not in taken)
+    return next_free(base, taken)
 
 
 def _pid_and_host() -> tuple[int, str]:

@@ -6,7 +6,8 @@
     GET  jobs/<cluster>/<id>/log?offset=&limit= {"text", "offset", "next_offset", "size", "finished"}
     GET  jobs/<cluster>/<id>/metrics?since=N    {"scalars": [Scalar, ...], "next": M, "finished"}
 
-``job_json`` is ``Job.to_json()``: with ``reason`` (why it is pending: Resources,
+``job_json`` is ``Job.to_json()`` and ``failure`` (why a failed job failed, one line from its
+log, read once per process): with ``reason`` (why it is pending: Resources,
 JobHeldUser, ...), ``finished``, and ``managed`` (false for a job that others submitted, a
 terminal's sbatch: the list shows every job of the cluster, and acts on every one; such a
 job's log is where Slurm says, ``log_path``, and it has no metrics). A job is named by its
@@ -16,6 +17,8 @@ Slurm id or its name, as everywhere else.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import asdict
 from typing import Any
 
@@ -23,6 +26,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .. import api
+from ..exceptions import GtcError
 from .base import EXECUTE, GtcHandler
 
 LOG_LIMIT = 256 * 1024        # bytes per log read, unless the client asks for fewer
@@ -31,12 +35,45 @@ MAX_SCALARS = 50_000          # per metrics answer; the client asks again from `
 ACTIONS = {"cancel": api.cancel_job, "requeue": api.requeue_job, "hold": api.hold_job, "release": api.release_job}
 
 
-def job_json(job: api.Job) -> dict[str, Any]:
-    return job.to_json()
+def job_json(job: api.Job, reads: list[int] | None = None) -> dict[str, Any]:
+    """``Job.to_json()`` and ``failure``: why it failed, one line (``Job.failure()``), read
+    from its log once per process and kept (a finished job's log no longer changes); ``reads``,
+    where given, is how many logs this answer may still read (a list of one count)."""
+    data = job.to_json()
+    data["failure"] = _failure(job, reads) if data["finished"] and data["state"] != "COMPLETED" else None
+    return data
 
 
 def jobs_json(cluster: str | None) -> list[dict[str, Any]]:
-    return [job_json(job) for job in api.list_jobs(cluster)]
+    reads = [NEW_FAILURES_PER_LIST]  # newest first: a long history's old failures follow on later answers
+    return [job_json(job, reads) for job in api.list_jobs(cluster)]
+
+
+NEW_FAILURES_PER_LIST = 20  # logs one listing reads (each at most its head and tail)
+FAILURES_KEPT = 4096
+_failures: OrderedDict[tuple, str | None] = OrderedDict()
+_failures_lock = threading.Lock()
+
+
+def _failure(job: api.Job, reads: list[int] | None) -> str | None:
+    key = (job.cluster, job.id, job.state, job.exit_code, job.ended_at, str(job.log_path))
+    with _failures_lock:
+        if key in _failures:
+            _failures.move_to_end(key)
+            return _failures[key]
+    if reads is not None:
+        if reads[0] <= 0:
+            return None
+        reads[0] -= 1
+    try:
+        found = job.failure()
+    except GtcError:  # its host cannot be reached now: the next answer tries again
+        return None
+    with _failures_lock:
+        _failures[key] = found
+        while len(_failures) > FAILURES_KEPT:
+            _failures.popitem(last=False)
+    return found
 
 
 class JobsHandler(GtcHandler):

@@ -150,7 +150,7 @@ export interface ICluster {
 }
 
 /**
- * A job (`Job.to_json()` in `services/jobs.py`): every job of the cluster, ours (`managed`)
+ * A job (`Job.to_json()` in `services/jobs.py`, and `failure`): every job of the cluster, ours (`managed`)
  * and others' (a terminal's `sbatch`, another user's). `tests/server/test_wire_types.py`
  * fails when these fields and Python's differ.
  */
@@ -184,6 +184,10 @@ export interface IJob {
   log_path: string | null;
   /** How many times it has started: 1, and one more for each requeue (its log keeps each). */
   attempts: number;
+  /** Why it failed, one line: its state, exit code and its log's first error line
+   * (`FAILED (exit code 1): ModuleNotFoundError: No module named 'foo'`); null unless it failed,
+   * and until the server has read its log (`job_json` in `server/handlers_jobs.py`). */
+  failure: string | null;
 }
 
 /** A trial of a study (`TrialView.to_json()` in `services/tuning/trials.py`). */

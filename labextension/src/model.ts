@@ -58,7 +58,7 @@ export class ClustersModel implements IDisposable {
   studies: IStudy[] = [];
 
   constructor() {
-    this.cluster = ChosenCluster.load();
+    this.cluster = ChosenCluster.load()?.name ?? null;
     this._connect();
     this._eventsTimer = window.setInterval(() => {
       if (this.status === 'open') {
@@ -115,6 +115,7 @@ export class ClustersModel implements IDisposable {
     }
     if (name !== this.cluster) {
       this.cluster = name;
+      this._shownSince = Date.now();
       this.studies = [];
       this._jobs.clear();
       this._sortedJobs = null;
@@ -270,10 +271,23 @@ export class ClustersModel implements IDisposable {
     this._emitChanged();
   }
 
-  /** Keep the chosen cluster if it still exists, else choose the first there is. */
+  /** Follow what the user does: a cluster created since the one shown was chosen (a
+   * notebook's, `gtc cluster create`) is shown, unless the user chose one in the last
+   * `RECENT_CHOICE_MS` (then the view stays theirs); a cluster gone gives its place to the
+   * newest. (It was: the cluster last clicked, whatever came after, so a study on a cluster
+   * a notebook had just created showed as "No tuning studies on this cluster".) */
   private _chooseCluster(): void {
+    const newest = this.clusters.reduce<ICluster | null>(
+      (a, c) => (a === null || c.created_at >= a.created_at ? c : a), null);
     if (!this.clusters.some(c => c.name === this.cluster)) {
-      this.selectCluster(this.clusters[0]?.name ?? null, false);
+      this.selectCluster(newest?.name ?? null, false);
+      return;
+    }
+    const chosen = ChosenCluster.load();
+    const since = Math.max(chosen?.at ?? 0, this._shownSince);
+    const recent = chosen !== null && Date.now() - chosen.at < RECENT_CHOICE_MS;
+    if (newest && newest.name !== this.cluster && newest.created_at * 1000 > since && !recent) {
+      this.selectCluster(newest.name, false);
     }
   }
 
@@ -458,6 +472,8 @@ export class ClustersModel implements IDisposable {
   private _dismissed = new Set<string>();
   private _disposed = false;
   private _jobs = new Map<string, IJob>();
+  /** When the cluster shown became so (ms since the epoch); 0 for the one the page opened on. */
+  private _shownSince = 0;
   private _sortedJobs: IJob[] | null = null;
   private _receivedAt = new Map<string, number>();
   private _feedEvents = 0; // jobs the feed has sent, counted
@@ -484,22 +500,38 @@ const EVENTS_POLL_MS = 5000;
 export const EVENTS_KEPT = 500;
 const NO_EVENTS: IClusterEvent[] = [];
 
-/** The chosen cluster in the browser's storage, per server (its base URL): it outlives
- * page reloads and `?reset`, and two servers on one host keep their own. */
+/** How long the user's own choice of a cluster holds against a newer cluster. */
+const RECENT_CHOICE_MS = 30_000;
+
+/** The chosen cluster in the browser's storage, per server (its base URL), with when it was
+ * chosen: it outlives page reloads and `?reset`, and two servers on one host keep their own. */
 namespace ChosenCluster {
   const key = () => `jupyter-gtc:cluster:${ServerConnection.makeSettings().baseUrl}`;
 
-  export function load(): string | null {
+  export function load(): { name: string; at: number } | null {
+    let text: string | null;
     try {
-      return window.localStorage.getItem(key());
+      text = window.localStorage.getItem(key());
     } catch {
       return null; // storage disabled
     }
+    if (text === null) {
+      return null;
+    }
+    try {
+      const stored = JSON.parse(text);
+      if (typeof stored?.name === 'string' && typeof stored?.at === 'number') {
+        return stored;
+      }
+    } catch {
+      // a name stored by an older version: chosen long ago
+    }
+    return { name: text, at: 0 };
   }
 
   export function save(name: string): void {
     try {
-      window.localStorage.setItem(key(), name);
+      window.localStorage.setItem(key(), JSON.stringify({ name, at: Date.now() }));
     } catch {
       // storage disabled or full: the choice lasts this page only
     }

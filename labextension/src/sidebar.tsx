@@ -471,7 +471,7 @@ function JobList(props: {
 
 /** One job in two lines: name, id, user (and "external" for a job jupyter_gtc did not submit)
  * and elapsed; then its state, reason and nodes, which wrap beside its actions rather than
- * being cut. Memoized: a clock tick re-renders only the running jobs, whose elapsed time
+ * being cut; a failed job's line that says why (its log's first error) under them. Memoized: a clock tick re-renders only the running jobs, whose elapsed time
  * changed. */
 const JobItem = React.memo(function JobItem(props: {
   job: IJob;
@@ -525,6 +525,11 @@ const JobItem = React.memo(function JobItem(props: {
         </div>
         <JobActions job={job} commands={props.commands} />
       </div>
+      {job.failure && (
+        <div className="jp-gtc-Failure jp-gtc-Job-failure" title={job.failure}>
+          {job.failure}
+        </div>
+      )}
     </li>
   );
 });

@@ -100,7 +100,9 @@ function StudyItem({ study, commands }: { study: IStudy; commands: CommandRegist
           )}
         </div>
       </div>
-      {reason && <div className="jp-gtc-Study-reason">{reason}</div>}
+      {reason && (
+        <div className={`jp-gtc-Study-reason${study.state === 'FAILED' ? ' jp-gtc-Failure' : ''}`}>{reason}</div>
+      )}
       <div className="jp-gtc-Study-detail">
         <span className="jp-gtc-Study-progress">{summary.join(' · ')}</span>
         {best && (
@@ -151,7 +153,9 @@ function TrialList({ study, commands }: { study: IStudy; commands: CommandRegist
               </div>
             )}
           </div>
-          {t.reason && <div className="jp-gtc-Trial-reason">{t.reason}</div>}
+          {t.reason && (
+            <div className={`jp-gtc-Trial-reason${t.state === 'FAIL' ? ' jp-gtc-Failure' : ''}`}>{t.reason}</div>
+          )}
           <div className="jp-gtc-Trial-params" title={params(t)}>
             {params(t)}
           </div>

@@ -34,6 +34,8 @@ def test_a_job_sends_what_the_sidebar_reads(tmp_path):
     poller = ClusterPoller("c", lambda: None, Store(tmp_path / "state.db"))  # never ticks: no thread here
     ours = Job(JobRecord("c", "7", "train", "RUNNING", str(tmp_path)), None, poller)
     theirs = ForeignJob("c", JobView("8", "PENDING", name="eval.sh", user="ada"), None, poller)
-    assert set(ours.to_json()) == set(theirs.to_json()) == interface_fields("IJob")
+    from jupyter_gtc.server.handlers_jobs import job_json  # to_json and the failure line
+
+    assert set(job_json(ours)) == set(job_json(theirs)) == interface_fields("IJob")
     assert (ours.to_json()["managed"], theirs.to_json()["managed"]) == (True, False)
     assert (theirs.to_json()["finished"], theirs.to_json()["job_dir"]) == (False, None)

@@ -1,7 +1,10 @@
 /**
- * A job's scalars as a live line chart in a main-area tab: one line per tag (x = step), a
- * tag picker that shows each tag's latest value, a log-y toggle, and the values under the
- * pointer. It follows the job by cursor reads (`GET jobs/<cluster>/<id>/metrics?since=N`):
+ * A job's scalars as live line charts in a main-area tab: a small chart per tag, each on its
+ * own y range (as TensorBoard draws them: one axis for all would flatten a loss of 2 beside
+ * tokens/s of 8,000 to a line at 0), a line per run in each, in a grid that fits the tab; a
+ * tag picker that shows each line's latest value, a log-y toggle, and the values under the
+ * pointer (at that step in every chart). Charts are in order of tag name, so tags under one
+ * prefix (`train/`, `perf/`) sit together; all share the x range (steps). It follows the job by cursor reads (`GET jobs/<cluster>/<id>/metrics?since=N`):
  * each read asks only for points it has not had.
  *
  * Drawn as SVG with theme variables (axes, grid, and a palette that base.css sets for light
@@ -12,7 +15,9 @@
  * again: each step is drawn once, the newer attempt's, by TensorBoard's purge rule (as
  * `metrics/resumed.py` does for `job.metrics()` and the notebook's plot). A series' points are
  * taken in the order written (wall time): a point whose step is not past the series' last
- * first drops the series' points from that step on.
+ * first drops the series' points from that step on. Where a series' step went back, a
+ * requeued attempt resumed: every chart marks that step with a dashed line and a label
+ * (`ResumeFinder`, the rule of `metrics/resumed.py`'s).
  */
 import { MainAreaWidget } from '@jupyterlab/apputils';
 import { Message } from '@lumino/messaging';
@@ -26,7 +31,10 @@ const FOLLOW_MS = 1000; // while the job runs
 const FINISHED_MS = 5000; // after: a requeued job writes again
 const RETRY_MS = 3000; // while the server cannot be reached
 const PALETTE_SIZE = 10; // --jp-gtc-series-0 ... -9 in base.css, light and dark
-const MARGIN = { left: 60, right: 16, top: 12, bottom: 38 };
+const MARGIN = { left: 60, right: 16, top: 24, bottom: 34 };
+const MIN_CHART_WIDTH = 320; // px: narrower, the axis labels crowd the lines
+const MIN_CHART_HEIGHT = 160; // px: below it, charts scroll rather than shrink
+const GAP = 6; // px between charts, as base.css's grid gap
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
 /** A scalar as a series keeps it. */
@@ -39,6 +47,8 @@ interface IPoint {
 /** One line: a tag, or a tag of an event file below the log dir (`tag (run)`). */
 interface ISeries {
   key: string;
+  /** The chart it is drawn in: its tag's. */
+  tag: string;
   /** The points drawn: each step once, steps ascending (`purge`). */
   steps: number[];
   values: (number | null)[];
@@ -50,6 +60,70 @@ interface ISeries {
   /** Its row in the tag picker. */
   row: HTMLElement;
   value: HTMLElement;
+}
+
+/** A tag's chart: its lines, and how it was last drawn (for the pointer). */
+interface IChart {
+  tag: string;
+  node: HTMLElement;
+  svg: SVGSVGElement;
+  series: ISeries[];
+  scales: IScales | null;
+}
+
+interface IScales {
+  sx: (step: number) => number;
+  sy: (value: number) => number;
+  x0: number;
+  x1: number;
+  plot: { left: number; top: number; right: number; bottom: number };
+  shown: ISeries[];
+  log: boolean;
+}
+
+/** Where a requeued attempt took over: the first step it wrote, and which attempt it was. */
+export interface IResume {
+  step: number;
+  attempt: number;
+}
+
+/**
+ * The resume points of a job from its points as they come, by `metrics/resumed.py`'s rule:
+ * a series shows a requeue where its step goes back; one requeue is the drops whose spans
+ * (the old attempt's last point to the new one's first, in wall time) overlap, and it
+ * resumed at the lowest of their steps (a sparse tag like `lr` comes back later than `loss`).
+ */
+export class ResumeFinder {
+  /** Take a series' new point (in the order written); whether the resume points changed. */
+  add(key: string, point: IPoint): boolean {
+    const last = this._last.get(key);
+    if (last && point.wallTime < last.wallTime) {
+      return false; // an earlier event file's tail read late: it says nothing of a requeue
+    }
+    this._last.set(key, point);
+    if (!last || point.step > last.step) {
+      return false;
+    }
+    for (const r of this._requeues) {
+      if (last.wallTime <= r.until && point.wallTime >= r.since) {
+        const before = r.step;
+        r.since = Math.max(r.since, last.wallTime);
+        r.until = Math.min(r.until, point.wallTime);
+        r.step = Math.min(r.step, point.step);
+        return r.step !== before;
+      }
+    }
+    this._requeues.push({ since: last.wallTime, until: point.wallTime, step: point.step });
+    this._requeues.sort((a, b) => a.since - b.since);
+    return true;
+  }
+
+  get resumes(): IResume[] {
+    return this._requeues.map((r, i) => ({ step: r.step, attempt: i + 2 }));
+  }
+
+  private _last = new Map<string, IPoint>();
+  private _requeues: { since: number; until: number; step: number }[] = [];
 }
 
 export class JobMetrics extends Widget {
@@ -72,21 +146,16 @@ export class JobMetrics extends Widget {
     toolbar.append(this._status, this._cursor, logY);
 
     const body = element('div', 'jp-gtc-Metrics-body');
-    this._chart = element('div', 'jp-gtc-Metrics-chart');
-    this._svg = document.createElementNS(SVG_NS, 'svg');
-    this._chart.append(this._svg);
+    this._grid = element('div', 'jp-gtc-Metrics-charts');
     this._empty = element('div', 'jp-gtc-Metrics-empty');
     this._empty.textContent =
       'No scalars yet. A job writes them with a TensorBoard SummaryWriter under ' +
       '$AIP_TENSORBOARD_LOG_DIR, or reports them with cloudml-hypertune.';
-    this._chart.append(this._empty);
+    this._grid.append(this._empty);
     this._tags = element('ul', 'jp-gtc-Metrics-tags');
     this._tags.setAttribute('aria-label', 'Tags');
-    body.append(this._chart, this._tags);
+    body.append(this._grid, this._tags);
     this.node.append(toolbar, body);
-
-    this._svg.addEventListener('mousemove', event => this._hover(event));
-    this._svg.addEventListener('mouseleave', () => this._hover(null));
     void this._follow();
   }
 
@@ -138,8 +207,10 @@ export class JobMetrics extends Widget {
     }
     for (const s of scalars) {
       const key = s.run ? `${s.tag} (${s.run})` : s.tag;
-      const series = this._series.get(key) ?? this._newSeries(key);
-      addPoint(series, { step: s.step, value: s.value, wallTime: s.wall_time });
+      const series = this._series.get(key) ?? this._newSeries(key, s.tag);
+      const point = { step: s.step, value: s.value, wallTime: s.wall_time };
+      addPoint(series, point);
+      this._resumeFinder.add(key, point);
     }
     let total = 0;
     this._series.forEach(s => {
@@ -150,7 +221,7 @@ export class JobMetrics extends Widget {
     this._scheduleDraw();
   }
 
-  private _newSeries(key: string): ISeries {
+  private _newSeries(key: string, tag: string): ISeries {
     const color = this._series.size % PALETTE_SIZE;
     const row = element('li', 'jp-gtc-Metrics-tag');
     row.dataset.tag = key;
@@ -166,7 +237,8 @@ export class JobMetrics extends Widget {
     const value = element('span', 'jp-gtc-Metrics-value');
     label.append(box, swatch, name, value);
     row.append(label);
-    const series: ISeries = { key, steps: [], values: [], written: [], shown: box.checked, color, row, value };
+    const series: ISeries = { key, tag, steps: [], values: [], written: [], shown: box.checked, color, row, value };
+    (this._charts.get(tag) ?? this._newChart(tag)).series.push(series);
     box.addEventListener('change', () => {
       series.shown = box.checked;
       this._scheduleDraw();
@@ -175,6 +247,24 @@ export class JobMetrics extends Widget {
     this._tags.insertBefore(row, after ? this._series.get(after)!.row : null); // tags in order of name
     this._series.set(key, series);
     return series;
+  }
+
+  private _newChart(tag: string): IChart {
+    const node = element('div', 'jp-gtc-Metrics-chart');
+    node.dataset.tag = tag;
+    const svg = document.createElementNS(SVG_NS, 'svg');
+    svg.setAttribute('aria-label', tag);
+    node.append(svg);
+    const chart: IChart = { tag, node, svg, series: [], scales: null };
+    svg.addEventListener('mousemove', event => this._hover(chart, event));
+    svg.addEventListener('mouseleave', () => this._hover(null, null));
+    this._charts.set(tag, chart);
+    return chart;
+  }
+
+  /** The resume points marked on the charts. */
+  get resumes(): IResume[] {
+    return this._resumeFinder.resumes;
   }
 
   private _setStatus(message: string): void {
@@ -194,48 +284,105 @@ export class JobMetrics extends Widget {
     }
   }
 
+  /** Lay the charts out in a grid that fits the tab (as many columns of at least
+   * MIN_CHART_WIDTH as fit; rows share the height down to MIN_CHART_HEIGHT, then scroll),
+   * then draw each. Sizes are worked out here, not read back from each chart's box. */
   private _draw(): void {
-    const width = this._chart.clientWidth;
-    const height = this._chart.clientHeight;
-    const svg = this._svg;
+    const width = this._grid.clientWidth;
+    const height = this._grid.clientHeight;
+    this._empty.hidden = this._series.size > 0;
+    const log = this._logY.checked;
+    const shown = (c: IChart) => c.series.filter(s => s.shown && s.steps.length);
+    const visible = [...this._charts.values()].filter(c => shown(c).length).sort((a, b) => (a.tag < b.tag ? -1 : 1));
+    const cols = Math.max(1, Math.min(visible.length, Math.floor((width + GAP) / (MIN_CHART_WIDTH + GAP))));
+    const rows = Math.ceil(visible.length / cols);
+    const chartWidth = Math.floor((width - GAP * (cols - 1)) / cols);
+    const chartHeight = Math.max(MIN_CHART_HEIGHT, Math.floor((height - GAP * (rows - 1)) / Math.max(rows, 1)));
+    const scrolls = rows * chartHeight + GAP * (rows - 1) > height;
+    // A scrollbar takes its width from the charts: narrow them rather than overflow sideways.
+    const drawnWidth = scrolls ? Math.floor((width - 16 - GAP * (cols - 1)) / cols) : chartWidth;
+    this._grid.style.gridTemplateColumns = `repeat(${cols}, ${drawnWidth}px)`;
+    this._grid.style.gridAutoRows = `${chartHeight}px`;
+    const order = new Map(visible.map((c, i) => [c.tag, i]));
+    this._charts.forEach(c => {
+      const at = order.get(c.tag);
+      c.node.hidden = at === undefined;
+      c.scales = null;
+      if (at === undefined) {
+        c.node.remove();
+      }
+    });
+    visible.forEach((c, i) => {
+      if (this._grid.children[i + 1] !== c.node) {
+        this._grid.insertBefore(c.node, this._grid.children[i + 1] ?? null); // after the empty note
+      }
+    });
+    const finite = (v: number | null) => v !== null && Number.isFinite(v) && (!log || v > 0);
+    const steps: number[] = []; // every chart's [first, last] step: they share the x range
+    visible.forEach(c => shown(c).forEach(s => steps.push(...range(s.steps, () => true))));
+    const x = extent(steps);
+    for (const c of visible) {
+      this._drawChart(c, shown(c), x, drawnWidth, chartHeight, log, finite);
+    }
+    this._hover(this._pointerChart, this._lastPointer);
+  }
+
+  private _drawChart(
+    chart: IChart,
+    shown: ISeries[],
+    x: [number, number] | null,
+    width: number,
+    height: number,
+    log: boolean,
+    finite: (v: number | null) => boolean
+  ): void {
+    const svg = chart.svg;
     svg.replaceChildren();
     svg.setAttribute('width', String(width));
     svg.setAttribute('height', String(height));
-    this._empty.hidden = this._series.size > 0;
-    const shown = [...this._series.values()].filter(s => s.shown && s.steps.length);
-    this._scales = null;
-    if (!shown.length || width < MARGIN.left + MARGIN.right + 20 || height < MARGIN.top + MARGIN.bottom + 20) {
-      return;
-    }
-    const log = this._logY.checked;
-    const finite = (v: number | null) => v !== null && Number.isFinite(v) && (!log || v > 0);
-    const x = extent(([] as number[]).concat(...shown.map(s => range(s.steps, () => true))));
+    const title = text(MARGIN.left, 15, chart.tag, 'start', '0');
+    title.setAttribute('class', 'jp-gtc-Metrics-title');
+    svg.append(title);
     const y = extent(([] as number[]).concat(...shown.map(s => range(s.values, finite))));
-    if (!x || !y) {
+    if (!x || !y || width < MARGIN.left + MARGIN.right + 20 || height < MARGIN.top + MARGIN.bottom + 20) {
       return;
     }
     const plot = { left: MARGIN.left, top: MARGIN.top, right: width - MARGIN.right, bottom: height - MARGIN.bottom };
     const [y0, y1] = log ? [y[0] / 1.2, y[1] * 1.2] : padded(y[0], y[1]);
-    const yTicks = log ? logTicks(y0, y1) : niceTicks(y0, y1);
-    const xTicks = niceTicks(x[0], x[1]).filter(t => Number.isInteger(t));
+    const yTicks = log ? logTicks(y0, y1) : niceTicks(y0, y1, 4);
+    const xTicks = niceTicks(x[0], x[1], Math.max(2, Math.floor((plot.right - plot.left) / 80))).filter(t =>
+      Number.isInteger(t)
+    );
     const [x0, x1] = x[0] === x[1] ? [x[0] - 1, x[1] + 1] : x;
     const toY = log ? (v: number) => Math.log10(v) : (v: number) => v;
     const sx = (step: number) => plot.left + ((step - x0) / (x1 - x0)) * (plot.right - plot.left);
     const sy = (v: number) => plot.bottom - ((toY(v) - toY(y0)) / (toY(y1) - toY(y0))) * (plot.bottom - plot.top);
 
+    const yStep = log ? 0 : yTicks[1] - yTicks[0] || 0;
+    const xStep = xTicks[1] - xTicks[0] || 0;
     const grid = svgElement('g', 'jp-gtc-Metrics-grid');
     const axes = svgElement('g', 'jp-gtc-Metrics-axes');
     for (const t of yTicks.filter(t => t >= y0 && t <= y1)) {
       grid.append(line(plot.left, sy(t), plot.right, sy(t)));
-      axes.append(text(plot.left - 6, sy(t), formatTick(t), 'end', '0.32em'));
+      axes.append(text(plot.left - 6, sy(t), formatTick(t, yStep), 'end', '0.32em'));
     }
     for (const t of xTicks.filter(t => t >= x0 && t <= x1)) {
       grid.append(line(sx(t), plot.top, sx(t), plot.bottom));
-      axes.append(text(sx(t), plot.bottom + 16, formatTick(t), 'middle', '0'));
+      axes.append(text(sx(t), plot.bottom + 16, formatTick(t, xStep), 'middle', '0'));
     }
     axes.append(line(plot.left, plot.bottom, plot.right, plot.bottom), line(plot.left, plot.top, plot.left, plot.bottom));
-    axes.append(text((plot.left + plot.right) / 2, height - 6, 'step', 'middle', '0'));
+    axes.append(text((plot.left + plot.right) / 2, height - 4, 'step', 'middle', '0'));
     svg.append(grid, axes);
+
+    const resumes = svgElement('g', 'jp-gtc-Metrics-resumes');
+    for (const r of this._resumeFinder.resumes.filter(r => r.step >= x0 && r.step <= x1)) {
+      const mark = svgElement('g', 'jp-gtc-Metrics-resume');
+      mark.dataset.step = String(r.step);
+      const label = text(sx(r.step) + 3, plot.top + 10, `requeued: attempt ${r.attempt} from step ${r.step}`, 'start', '0');
+      mark.append(line(sx(r.step), plot.top, sx(r.step), plot.bottom), label);
+      resumes.append(mark);
+    }
+    svg.append(resumes);
 
     const lines = svgElement('g', 'jp-gtc-Metrics-lines');
     for (const s of shown) {
@@ -246,61 +393,63 @@ export class JobMetrics extends Widget {
       lines.append(path);
     }
     svg.append(lines);
-    this._scales = { sx, sy, x0, x1, plot, shown, log };
-    this._hover(this._lastPointer);
+    chart.scales = { sx, sy, x0, x1, plot, shown, log };
   }
 
-  /** A rule at the step under the pointer, a dot on each line, and their values in the picker. */
-  private _hover(event: MouseEvent | null): void {
+  /** A rule at the step under the pointer in every chart, a dot on each line there, and
+   * the lines' values at it in the picker. */
+  private _hover(chart: IChart | null, event: MouseEvent | null): void {
     this._lastPointer = event;
-    this._svg.querySelector('.jp-gtc-Metrics-hover')?.remove();
-    const scales = this._scales;
-    const px = event ? event.clientX - this._svg.getBoundingClientRect().left : NaN;
+    this._pointerChart = chart;
+    this._charts.forEach(c => c.svg.querySelector('.jp-gtc-Metrics-hover')?.remove());
+    const scales = chart?.scales;
+    const px = event && chart ? event.clientX - chart.svg.getBoundingClientRect().left : NaN;
     if (!scales || !event || px < scales.plot.left || px > scales.plot.right) {
       this._cursor.textContent = '';
       this._series.forEach(s => (s.value.textContent = formatValue(lastValue(s))));
       return;
     }
-    const { sx, sy, x0, x1, plot } = scales;
-    const step = x0 + ((px - plot.left) / (plot.right - plot.left)) * (x1 - x0);
-    const group = svgElement('g', 'jp-gtc-Metrics-hover');
-    group.append(line(sx(step), plot.top, sx(step), plot.bottom));
+    const step = scales.x0 + ((px - scales.plot.left) / (scales.plot.right - scales.plot.left)) * (scales.x1 - scales.x0);
     let nearestStep: number | null = null;
     this._series.forEach(s => {
       const i = nearest(s.steps, step);
-      const v = i < 0 ? null : s.values[i];
-      s.value.textContent = i < 0 ? '' : formatValue(v);
-      if (i >= 0 && s.shown && v !== null && (!scales.log || v > 0)) {
-        const dot = paint(svgElement('circle'), s.color);
-        dot.setAttribute('cx', String(sx(s.steps[i])));
-        dot.setAttribute('cy', String(sy(v)));
-        dot.setAttribute('r', '3');
-        group.append(dot);
-        nearestStep = s.steps[i];
-      }
+      s.value.textContent = i < 0 ? '' : formatValue(s.values[i]);
     });
-    this._svg.append(group);
+    this._charts.forEach(c => {
+      const cs = c.scales;
+      if (!cs) {
+        return;
+      }
+      const group = svgElement('g', 'jp-gtc-Metrics-hover');
+      group.append(line(cs.sx(step), cs.plot.top, cs.sx(step), cs.plot.bottom));
+      for (const s of cs.shown) {
+        const i = nearest(s.steps, step);
+        const v = i < 0 ? null : s.values[i];
+        if (i >= 0 && v !== null && (!cs.log || v > 0)) {
+          const dot = paint(svgElement('circle'), s.color);
+          dot.setAttribute('cx', String(cs.sx(s.steps[i])));
+          dot.setAttribute('cy', String(cs.sy(v)));
+          dot.setAttribute('r', '3');
+          group.append(dot);
+          nearestStep = s.steps[i];
+        }
+      }
+      c.svg.append(group);
+    });
     this._cursor.textContent = nearestStep === null ? '' : `step ${nearestStep}`;
   }
 
   private _series = new Map<string, ISeries>();
+  private _charts = new Map<string, IChart>();
+  private _resumeFinder = new ResumeFinder();
   private _next = 0;
   private _frame = 0;
   private _lastPointer: MouseEvent | null = null;
-  private _scales: {
-    sx: (step: number) => number;
-    sy: (value: number) => number;
-    x0: number;
-    x1: number;
-    plot: { left: number; top: number; right: number; bottom: number };
-    shown: ISeries[];
-    log: boolean;
-  } | null = null;
+  private _pointerChart: IChart | null = null;
   private _status: HTMLElement;
   private _cursor: HTMLElement;
   private _logY: HTMLInputElement;
-  private _chart: HTMLElement;
-  private _svg: SVGSVGElement;
+  private _grid: HTMLElement;
   private _empty: HTMLElement;
   private _tags: HTMLElement;
 }
@@ -496,9 +645,12 @@ function formatValue(v: number | null): string {
   return a !== 0 && (a >= 1e6 || a < 1e-3) ? v.toExponential(3) : String(Number(v.toPrecision(5)));
 }
 
-function formatTick(v: number): string {
+/** A tick's label, with as many digits as the ticks' spacing `step` needs (0: one digit), so
+ * neighbours differ: 2.7e-4, 2.8e-4, not 3e-4 three times. */
+function formatTick(v: number, step = 0): string {
   const a = Math.abs(v);
-  return a !== 0 && (a >= 1e5 || a < 1e-3) ? v.toExponential(0) : String(Number(v.toPrecision(6)));
+  const digits = step > 0 && a > 0 ? Math.max(0, Math.floor(Math.log10(a)) - Math.floor(Math.log10(step))) : 0;
+  return a !== 0 && (a >= 1e5 || a < 1e-3) ? v.toExponential(digits) : String(Number(v.toPrecision(6)));
 }
 
 // -- DOM helpers -----------------------------------------------------------------------

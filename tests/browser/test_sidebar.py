@@ -183,7 +183,7 @@ def test_the_metrics_tab_plots_a_training_job_as_it_writes(jupyter_lab, page, cl
     assert api.get_job(job.id, cluster.name).state == "RUNNING"  # it grew while the job trained
 
     # Hovering shows the step and each tag's value there; a log scale redraws.
-    box = page.locator(".jp-gtc-Metrics-chart svg").bounding_box()
+    box = page.locator('.jp-gtc-Metrics-chart[data-tag="train/loss"] svg').bounding_box()  # a chart per tag
     page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
     expect(page.locator(".jp-gtc-Metrics-cursor")).to_contain_text("step ")
     page.locator(".jp-gtc-Metrics-logy input").check()

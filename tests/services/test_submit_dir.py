@@ -14,6 +14,7 @@ import pytest
 
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import GtcWarning
+from tests.conftest import sleep_until
 
 # Reads a file by its relative name: where the job runs decides what it finds.
 READS = '#!/bin/bash\necho "ran in $(pwd)"\ncat data.txt\n'
@@ -71,3 +72,16 @@ def test_a_submit_dir_that_is_a_file_runs_the_job_in_its_job_folder_saying_why(c
     with pytest.warns(GtcWarning, match=f"{tmp_path}/file, is not a folder on the cluster"):
         job = api.submit_job(cluster3.name, "pwd\n", submit_dir=tmp_path / "file")
     assert job.wait(60).logs() == f"{job.job_dir}\n"
+
+
+def test_a_requeued_job_runs_again_where_it_was_submitted_from(cluster3, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    script = ('#!/bin/bash\n#SBATCH --requeue\necho "run ${SLURM_RESTART_COUNT:-0} in $(pwd)"\n'
+              '[ -n "$SLURM_RESTART_COUNT" ] || sleep 300\n')
+    job = api.submit_job(cluster3.name, script).wait_until_running(60)
+    assert sleep_until(lambda: "run 0" in job.logs(), 60), job.logs()
+    monkeypatch.chdir("/")  # where this process is now does not matter: Slurm keeps the job's folder
+    job.requeue()
+    job.wait(240)
+    runs = [line for line in job.logs().splitlines() if line.startswith("run ")]
+    assert (job.state, runs) == ("COMPLETED", [f"run 0 in {tmp_path}", f"run 1 in {tmp_path}"]), job.logs()

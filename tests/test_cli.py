@@ -138,7 +138,7 @@ def test_job_verbs(tmp_path, slurm_available):
         api.get_job(long_id).wait(timeout=30)
         narrow = subprocess.run([sys.executable, "-m", "jupyter_gtc.cli", "job", "list"], capture_output=True,
                                 text=True, timeout=120, env={**os.environ, "COLUMNS": "80"}).stdout
-        row = next(line for line in narrow.splitlines() if line.startswith(f"{long_id} "))
+        row = next(line for line in narrow.splitlines() if line.split()[:1] == [long_id])
         assert row.split()[1:3] == [long_name, "CANCELLED"], narrow
         assert all(len(line) <= 80 for line in narrow.splitlines()), narrow
 

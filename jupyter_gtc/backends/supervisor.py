@@ -39,6 +39,7 @@ or made anew).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -373,6 +374,11 @@ def _health_drained(status: NodeStatus | None) -> bool:
 def main(argv: list[str] | None = None) -> int:
     home, cluster = (argv or sys.argv[1:])[:2]
     os.environ["GTC_HOME"] = home
+    # A delete stops the supervisor first, with SIGTERM, and waits up to 5 s for it to go: it
+    # must die of it at once, whatever mask and dispositions it inherited from the process
+    # (and thread) that created the cluster. With SIGTERM blocked there it waited out the 5 s.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         Supervisor(Path(home), cluster).run()
     except ClusterNotFound:

@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # on one worker (conftest.py). TEST_WORKERS=0 runs them in this one process.
 TEST_WORKERS ?= 2
 
-.PHONY: setup system demo test bench clean
+.PHONY: setup system demo test bench clean dist
 
 setup: system $(STAMP)
 
@@ -44,6 +44,24 @@ bench: setup
 	$(PY) bench/remote_submit.py
 	$(PY) bench/recovery.py
 	$(PY) bench/vertex_local.py
+
+# A wheel and an sdist in dist/ for `pip install` into any JupyterLab 4: both carry the built
+# labextension, so installing either needs no Node.js. npm builds it only where it is missing,
+# older than labextension/ or a development build (scripts/build_labextension.py); the wheel is
+# built from the sdist, which proves the sdist complete. PyPA's `build` runs from a small
+# venv of its own, so a wheel needs neither `make setup` nor root; DIST_PY=... picks another
+# Python that has `build`.
+DIST_VENV := build/dist-venv
+DIST_PY ?= $(DIST_VENV)/bin/python
+
+dist: $(DIST_PY)
+	rm -rf dist
+	$(DIST_PY) -m build --outdir dist .
+	@ls dist
+
+$(DIST_VENV)/bin/python:
+	python3 -m venv $(DIST_VENV)
+	$@ -m pip install -q "build>=1.2"
 
 clean:
 	rm -rf $(VENV) node_modules lib jupyter_gtc/labextension

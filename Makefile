@@ -33,6 +33,7 @@ test: setup
 bench: setup
 	$(PY) bench/cluster_bringup.py
 	$(PY) bench/bringup_defaults.py
+	$(PY) bench/delete_speed.py
 	$(PY) bench/submit_latency.py
 	$(PY) bench/poller_load.py
 	$(PY) bench/metrics_tail.py

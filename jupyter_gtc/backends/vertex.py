@@ -57,7 +57,9 @@ class VertexBackend(Backend):
         import importlib.util
 
         if importlib.util.find_spec("google.cloud.aiplatform_v1") is None:
-            return ["the vertex backend needs google-cloud-aiplatform: pip install 'jupyter_gtc[cloud]'"]
+            # jupyter_gtc is not on PyPI: the package itself, which is what the cloud extra adds.
+            return ["the vertex backend needs google-cloud-aiplatform (jupyter_gtc's cloud extra): "
+                    "pip install 'google-cloud-aiplatform>=2.7,<3'"]
         return []
 
     def parse_spec(self, data: Any, display_name: str | None = None) -> VertexTarget:

@@ -48,13 +48,17 @@ class TagGrid(LiveDocument):
         self._runs: list[str] = []  # in order of their first point: a run's colour in every chart
         self._resumes = ResumeFinder()
         self._marked: list[Resume] = []
+        self._spanned: set[str] = set()  # charts whose flat-line span is set
         self._markers: dict[str, list[tuple[Span, Label]]] = {}  # by tag: each resume's line and label
         super().__init__(max_points_per_tag)
 
     def add(self, scalars: Iterable[Scalar]) -> int:
         scalars = list(scalars)
         with self._lock:
+            charts = len(self._charts)
             added = super().add(scalars)
+            if len(self._charts) > charts:
+                self._span_flat_lines()
             if self._resumes.add(scalars):
                 self._mark_resumes()
             return added
@@ -153,6 +157,16 @@ class TagGrid(LiveDocument):
             legend.visible = True
         self._lines[key] = Line(label, source, renderer)
         return self._lines[key]
+
+    def _span_flat_lines(self) -> None:
+        """Bokeh draws a flat line (a constant learning rate) on a range 2 wide around it,
+        which puts 3e-4 at "0" again: a new chart's range spans a fifth of its first value."""
+        for (_, tag), line in self._lines.items():
+            fig = self._charts[tag]
+            if tag not in self._spanned and len(line.values):
+                first = abs(float(line.values[0]))
+                fig.y_range.default_span = first * 0.2 if np.isfinite(first) and first > 0 else 2.0
+                self._spanned.add(tag)
 
     # -- resume markers --------------------------------------------------------------------
 

@@ -137,3 +137,62 @@ def _wait_for_saved_outputs(path, timeout: float = 30):
             return nb
         time.sleep(0.2)
     raise AssertionError(f"{path} was not saved with outputs: {json.dumps(outputs)[:500]}")
+
+
+# Per figure in the page: its title and the points of its lines, from BokehJS's own documents.
+FIGURES = """() => {
+  const figures = {};
+  if (window.Bokeh == null) return null;
+  for (const root of window.Bokeh.index.roots) {
+    const doc = root.model.document;
+    if (doc == null) continue;
+    for (const model of doc._all_models.values()) {
+      if (model.type === "Figure" || model.constructor.name === "Figure") {
+        const lines = model.renderers.filter(r => r.data_source != null && r.data_source.data.step != null);
+        const marks = model.center.filter(a => a.location != null && a.dimension === "height").map(a => a.location);
+        figures[model.title.text] = {points: lines.map(r => r.data_source.data.step.length), marks};
+      }
+    }
+  }
+  return figures;
+}"""
+
+GRID = '''from jupyter_gtc.widgets.tag_grid import TagGrid
+g = TagGrid("job 7 grid")
+
+def feed():
+    for step in range(1, 200):
+        now = time.time()
+        batch = [Scalar("train/loss", step, now, 2.0 * math.exp(-step / 40)),
+                 Scalar("perf/tokens_per_s", step, now, 8000 + 10 * math.sin(step))]
+        if step >= 40:  # a tag that comes later gets its chart then
+            batch.append(Scalar("train/lr", step, now, 3e-4))
+        if step == 60:  # requeued: the next attempt resumes from its checkpoint at 50
+            time.sleep(0.2)
+            batch = [Scalar(tag, 51, time.time(), v) for tag, v in (("train/loss", 0.5), ("train/lr", 3e-4))]
+        g.add(batch)
+        time.sleep(0.05)
+
+threading.Thread(target=feed, daemon=True).start()
+g'''
+
+
+def test_job_plots_grid_draws_a_figure_per_tag_in_the_page(jupyter_lab, page, screenshots):
+    """``job.plot()``'s TagGrid in BokehJS: a figure per tag, added while it streams (a tag
+    that comes later), and the resume marker, with no BokehJS error."""
+    open_and_run_all(jupyter_lab, page, "grid.ipynb", [SETUP, GRID])
+    page.locator(".jp-OutputArea-output canvas").first.wait_for(timeout=60_000)
+    deadline = time.monotonic() + 90
+    figures = None
+    while time.monotonic() < deadline:
+        figures = page.evaluate(FIGURES)
+        if figures and len(figures) == 3 and figures["train/loss"]["marks"] and figures["train/loss"]["points"][0] >= 100:
+            break
+        time.sleep(0.3)
+    assert figures and sorted(figures) == ["perf/tokens_per_s", "train/loss", "train/lr"], figures
+    assert all(len(f["points"]) == 1 for f in figures.values()), figures  # a line per chart: its tag's
+    assert all(f["marks"] == [51] for f in figures.values()), figures
+    page.locator(".jp-OutputArea-output:has(canvas)").first.screenshot(path=str(screenshots / "job_plot_grid.png"))
+    errors = [line for line in page.console_log
+              if line.startswith(("[error]", "[pageerror]")) and "bokeh" in line.lower()]
+    assert not errors, errors

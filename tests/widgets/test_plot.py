@@ -389,3 +389,14 @@ def test_the_grid_says_what_the_charts_cannot():
     assert grid.status == "FAILED (exit code 1): ModuleNotFoundError: No module named 'foo'"
     grid.set_status("")
     assert not div.visible
+
+
+def test_a_flat_line_is_drawn_around_its_value_not_on_a_span_of_2():
+    """A constant learning rate of 3e-4: Bokeh's default range for a flat line is 2 wide, which
+    draws it at "0"; its chart spans a fifth of the value instead."""
+    from jupyter_gtc.widgets.tag_grid import TagGrid
+
+    grid = TagGrid()
+    grid.add(scalars("train/lr", range(5), value=lambda step: 3e-4) + scalars("train/zero", range(5), value=lambda s: 0.0))
+    assert grid.charts["train/lr"].y_range.default_span == pytest.approx(6e-5)
+    assert grid.charts["train/zero"].y_range.default_span == 2.0

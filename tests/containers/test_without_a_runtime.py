@@ -41,6 +41,7 @@ def test_any_other_command_runs_on_the_nodes_saying_the_image_is_not_run():
 
 @pytest.mark.parametrize("argv, runs", [
     (FROM_LOCAL_SCRIPT, True), (["python3", "-m", "pip", "install", "x"], True), (["/usr/bin/pip3.11", "list"], True),
-    (["python3", "-m", "trainer.task", "--pipeline", "pip-free"], False), (["sh", "-c", "echo pipe"], False)])
+    (["python3", "-m", "trainer.task", "--pipeline", "pip-free"], False), (["sh", "-c", "echo pipe"], False),
+    (["bash", "-c", "set -o pipefail; python3 -m trainer"], False)])
 def test_pip_is_recognised_in_each_form(argv, runs):
     assert runs_pip(argv) is runs

@@ -54,3 +54,21 @@ def test_the_same_points_as_tensorboards_loader(tmp_path):
     attempt(8, 12, None)
     assert ours() == [(step, 100.0 + step) for step in range(1, 6)] + [(step, 600.0 + step) for step in (6, 7)] + [
         (step, 800.0 + step) for step in range(8, 13)]
+
+
+def test_resume_points_are_the_lowest_step_each_requeue_came_back_at():
+    """Two requeues (checkpoints at 2 and 13). loss is logged every step and comes back at 3
+    and 14; lr every 5 steps, at 5 and 15. Each requeue is marked once, at loss's step."""
+    from jupyter_gtc.metrics.resumed import Resume, resumes_of
+
+    def attempt(began, steps):
+        return ([Scalar("loss", s, began + i, 1.0) for i, s in enumerate(steps)]
+                + [Scalar("lr", s, began + i, 0.1) for i, s in enumerate(steps) if s % 5 == 0])
+
+    scalars = attempt(0, range(1, 13)) + attempt(100, range(3, 19)) + attempt(200, range(14, 30))
+    assert resumes_of(scalars) == [Resume(3, 2), Resume(14, 3)]
+    lr_first = [s for s in scalars if s.tag == "lr"] + [s for s in scalars if s.tag == "loss"]
+    assert resumes_of(lr_first) == [Resume(3, 2), Resume(14, 3)]  # read in another order: the same
+    assert resumes_of(attempt(0, range(1, 30))) == []  # never requeued
+    # A series that went on counting across a requeue says nothing: no resume from the steps alone.
+    assert resumes_of(attempt(0, range(1, 9)) + attempt(100, range(9, 20))) == []

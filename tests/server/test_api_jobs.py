@@ -42,7 +42,7 @@ def test_a_finished_job_is_listed_and_described(jupyter_server, rest_cluster, fi
     listed = next(j for j in jobs if j["id"] == finished_job.id)
     assert listed["name"] == "writer" and listed["state"] == "COMPLETED" and listed["exit_code"] == 0
     assert set(listed) == {"cluster", "id", "name", "state", "exit_code", "nodes", "elapsed", "job_dir", "tasks",
-                           "submitted_at", "reason", "user", "managed", "finished", "log_path", "attempts"}
+                           "submitted_at", "reason", "user", "managed", "finished", "log_path", "attempts", "failure"}
     assert (listed["managed"], listed["finished"], listed["log_path"]) == (True, True, str(finished_job.log_path))
     assert listed["attempts"] == 1  # never requeued
     assert listed["user"] == pwd.getpwuid(os.getuid()).pw_name  # squeue's user_name: who submitted it

@@ -83,10 +83,11 @@ def test_plot_of_a_job_that_failed_before_writing_anything_says_why(cluster):
     job.wait(120)
     assert job.state == "FAILED"
     plot = job.plot()
+    # What the browser shows: a visible text in the plot's document (old: only an empty axis).
+    shown = [m.text for m in plot._model.references() if isinstance(getattr(m, "text", None), str) and m.visible]
+    assert any("No module named &#x27;gtc_no_such_module&#x27;" in text for text in shown), shown
     assert plot.status.startswith("FAILED (exit code 1)"), plot.status
     assert "ModuleNotFoundError: No module named 'gtc_no_such_module'" in plot.status
-    shown = [m.text for m in plot._model.references() if getattr(m, "text", None) and getattr(m, "visible", False)]
-    assert any("No module named &#x27;gtc_no_such_module&#x27;" in text for text in shown), shown
 
 
 def test_plot_of_a_job_without_metrics_yet_says_it_waits_and_in_what_state(cluster):

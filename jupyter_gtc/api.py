@@ -566,3 +566,63 @@ def list_config() -> list[dict[str, str | None]]:
 
 
 __all__ += ["get_config", "set_config", "unset_config", "list_config"]
+
+
+# -- models: the registry ---------------------------------------------------------------
+
+_model_services: dict[Path, Any] = {}
+
+
+def _models():
+    from .services.models import ModelService  # light, but only notebooks that register need it
+
+    clusters, jobs = _services_for_home()
+    tuning = _tuning()  # before the lock: _tuning takes it too
+    with _lock:
+        if clusters.home not in _model_services:
+            _model_services[clusters.home] = ModelService(clusters.store, jobs, clusters.home, tuning.snapshot)
+        return _model_services[clusters.home]
+
+
+def register_model(job: Job | str | None = None, model: str | None = None, *, alias: str | list[str] | None = None,
+                   description: str | None = None, labels: dict[str, str] | None = None, copy: bool = False,
+                   artifact_uri: str | None = None, parent: str | None = None, cluster: str | None = None):
+    """Register ``job``'s model (its ``AIP_MODEL_DIR``; or ``artifact_uri``: a folder or gs://
+    URI) as a new version of ``model``, numbered from 1; the first version gets the alias
+    ``default``, ``alias`` moves to the new one. ``copy``: copy the folder into
+    ``$GTC_HOME/models/<model>/<version>/`` (else it is referenced where it is). The lineage
+    records the job, its script and options, its trial and parameters, its final metrics, its
+    newest checkpoint and ``parent`` (a model it started from, ``"name@3"``). Returns a ``Model``."""
+    return _models().register(job, model=model, alias=alias, description=description, labels=labels, copy=copy,
+                              artifact_uri=artifact_uri, parent=parent, cluster=cluster)
+
+
+def get_model(ref: str):
+    """A version of a registered model: ``"name@prod"`` (an alias), ``"name@3"``, or ``"name"``
+    (the version holding ``default``)."""
+    return _models().get(ref)
+
+
+def list_models():
+    """Every registered model (``ModelRecord``: name, description, labels, versions), by name."""
+    return _models().list()
+
+
+def set_model_alias(ref: str, alias: str):
+    """Give ``alias`` to the version ``ref`` names, moving it from the version that held it;
+    ``"-alias"`` removes it (``default`` moves, and cannot be removed). Returns the ``Model``."""
+    from .registry.rules import ModelRef
+
+    model = get_model(ref)
+    _models().merge_aliases(ModelRef(model.name, version=model.version), [alias])
+    return model
+
+
+def delete_model(ref: str) -> None:
+    """``"name@3"`` (or ``"name@alias"``) deletes that version; ``"name"`` the model and every version."""
+    from .registry.rules import parse_ref
+
+    _models().delete(parse_ref(ref))
+
+
+__all__ += ["register_model", "get_model", "list_models", "set_model_alias", "delete_model"]

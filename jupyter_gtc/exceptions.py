@@ -352,3 +352,28 @@ class CheckpointRefused(GtcError):
     def __init__(self, path: str, message: str):
         self.path = path
         super().__init__(message)
+
+
+class ModelNotFound(GtcError):
+    """No registered model of that name, or no version of it with that number or alias; the
+    message names what is known (the closest names first)."""
+
+    http_status = 404
+    google_status = "NOT_FOUND"
+
+    def __init__(self, ref: str, message: str):
+        self.ref = ref
+        super().__init__(message)
+
+
+class ModelConflict(GtcError):
+    """The registry refused a change its rules forbid now (deleting a model's only version, or
+    the version that holds ``default``); ``field`` and ``value`` name what, the message the fix.
+    Nothing was changed."""
+
+    http_status = 409
+    google_status = "FAILED_PRECONDITION"
+
+    def __init__(self, field: str, value: object, message: str):
+        self.field, self.value = field, value
+        super().__init__(f"{field}: {value!r}: {message}")

@@ -1,4 +1,4 @@
-"""``gtc.jobs`` and ``gtc.clusters`` (with ``import jupyter_gtc as gtc``): the api's functions
+"""``gtc.jobs``, ``gtc.clusters`` and ``gtc.models`` (with ``import jupyter_gtc as gtc``): the api's functions
 grouped by what they act on, for notebooks. Same functions, same behaviour."""
 
 from types import SimpleNamespace
@@ -11,4 +11,8 @@ jobs = SimpleNamespace(
 clusters = SimpleNamespace(
     create=api.create_cluster, apply=api.apply_cluster_spec, get=api.get_cluster, list=api.list_clusters,
     scale=api.scale_cluster, delete=api.delete_cluster, env=api.cluster_env,
+)
+models = SimpleNamespace(
+    register=api.register_model, get=api.get_model, list=api.list_models, set_alias=api.set_model_alias,
+    delete=api.delete_model,
 )

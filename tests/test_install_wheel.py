@@ -14,6 +14,7 @@ this interpreter's pip installs into it (`pip --python`), as its own pip would.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -82,10 +83,13 @@ def wheelhouse() -> Path:
     house = ROOT / "build" / "test-wheelhouse"
     wanted = hashlib.sha256(json.dumps([sys.version_info[:2], requirements()]).encode()).hexdigest()
     stamp = house / "requirements.sha256"
-    if not stamp.is_file() or stamp.read_text() != wanted:
-        result = run([sys.executable, "-m", "pip", "download", "-q", "-d", house, *requirements()], timeout=900)
-        assert result.returncode == 0, f"pip download (the network, once) failed:\n{result.stderr[-3000:]}"
-        stamp.write_text(wanted)
+    house.mkdir(parents=True, exist_ok=True)
+    with open(house / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs in one tree (xdist workers) fill it once
+        if not stamp.is_file() or stamp.read_text() != wanted:
+            result = run([sys.executable, "-m", "pip", "download", "-q", "-d", house, *requirements()], timeout=900)
+            assert result.returncode == 0, f"pip download (the network, once) failed:\n{result.stderr[-3000:]}"
+            stamp.write_text(wanted)
     return house
 
 
@@ -93,8 +97,26 @@ def offline(house: Path, path: str) -> dict[str, str]:
     return {**os.environ, "PATH": path, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(house)}
 
 
+def pip_install(venv: Path, house: Path, what) -> list[str]:
+    return [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-compile",
+            "--no-index", "--find-links", str(house), str(what)]
+
+
 @pytest.fixture(scope="session")
-def dist(tmp_path_factory, wheelhouse) -> tuple[Path, Path]:
+def jupyterlab_venv(tmp_path_factory, wheelhouse):
+    """A fresh venv, JupyterLab being installed into it (in the background, while `make dist` runs)."""
+    venv = tmp_path_factory.mktemp("lab") / "venv"
+    run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    installing = subprocess.Popen(pip_install(venv, wheelhouse, "jupyterlab>=4.2,<5"), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+    yield venv, installing
+    if installing.poll() is None:
+        installing.kill()
+        installing.wait()
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory, wheelhouse, jupyterlab_venv) -> tuple[Path, Path]:
     """`make dist` in a source tree whose extension is built, without npm: (wheel, sdist)."""
     tmp = tmp_path_factory.mktemp("dist")
     tree = source_copy(tmp / "src", built=True)
@@ -125,34 +147,37 @@ def test_make_dist_builds_a_wheel_and_an_sdist_that_carry_the_built_extension(di
 
 
 @pytest.fixture(scope="session")
-def lab_venv(tmp_path_factory, wheelhouse, dist) -> Path:
-    """A fresh venv with JupyterLab, then the wheel installed into it."""
-    venv = tmp_path_factory.mktemp("lab") / "venv"
-    run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
-    python = venv / "bin" / "python"
-    for what in ("jupyterlab>=4.2,<5", dist[0]):
-        installed = run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-compile",
-                         "--no-index", "--find-links", wheelhouse, what], timeout=600)
-        assert installed.returncode == 0, installed.stderr[-3000:]
+def lab_venv(jupyterlab_venv, wheelhouse, dist) -> Path:
+    """The fresh venv with JupyterLab, then the wheel installed into it."""
+    venv, installing = jupyterlab_venv
+    _, errors = installing.communicate(timeout=600)
+    assert installing.returncode == 0, errors[-3000:]
+    installed = run(pip_install(venv, wheelhouse, dist[0]), timeout=600)
+    assert installed.returncode == 0, installed.stderr[-3000:]
     return venv
 
 
+def venv_env(venv: Path, tmp: Path) -> dict[str, str]:
+    return {"PATH": f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin", "HOME": str(tmp), "GTC_HOME": str(tmp / "gtc"),
+            "JUPYTER_CONFIG_DIR": str(tmp / "jupyter-config"), "JUPYTER_DATA_DIR": str(tmp / "jupyter-data"),
+            "JUPYTER_PLATFORM_DIRS": "1", "LANG": "C.UTF-8"}
+
+
 def in_venv(venv: Path, tmp: Path, *argv: str) -> subprocess.CompletedProcess:
-    env = {"PATH": f"{venv / 'bin'}{os.pathsep}/usr/bin:/bin", "HOME": str(tmp), "GTC_HOME": str(tmp / "gtc"),
-           "JUPYTER_CONFIG_DIR": str(tmp / "jupyter-config"), "JUPYTER_DATA_DIR": str(tmp / "jupyter-data"),
-           "JUPYTER_PLATFORM_DIRS": "1", "LANG": "C.UTF-8"}
-    return run(argv, timeout=180, env=env, cwd=tmp)
+    return run(argv, timeout=180, env=venv_env(venv, tmp), cwd=tmp)
 
 
 def test_the_wheel_in_a_fresh_jupyterlab_is_enabled_and_ok(lab_venv, tmp_path):
-    listed = in_venv(lab_venv, tmp_path, "jupyter", "labextension", "list")
-    text = ANSI.sub("", listed.stdout + listed.stderr)  # jupyter prints the list on stderr
-    ours = text.split(str(lab_venv / "share" / "jupyter" / "labextensions"), 1)[-1]
+    # Both listings at once (each is seconds of imports); jupyter prints them on stderr.
+    commands = (["jupyter", "labextension", "list"], ["jupyter", "server", "extension", "list"])
+    listing = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=venv_env(lab_venv, tmp_path), cwd=tmp_path) for argv in commands]
+    labextensions, server_extensions = (ANSI.sub("", p.communicate(timeout=180)[0]) for p in listing)
+    ours = labextensions.split(str(lab_venv / "share" / "jupyter" / "labextensions"), 1)[-1]
     line = next((l for l in ours.splitlines() if "jupyter_gtc" in l), "")
-    assert "enabled" in line and "OK" in line and "python, jupyter_gtc" in line, text
-    served = in_venv(lab_venv, tmp_path, "jupyter", "server", "extension", "list")
-    text = ANSI.sub("", served.stdout + served.stderr)
-    assert re.search(r"^\s*jupyter_gtc enabled$", text, re.M) and re.search(r"^\s*jupyter_gtc \S+ OK$", text, re.M), text
+    assert "enabled" in line and "OK" in line and "python, jupyter_gtc" in line, labextensions
+    assert re.search(r"^\s*jupyter_gtc enabled$", server_extensions, re.M), server_extensions
+    assert re.search(r"^\s*jupyter_gtc \S+ OK$", server_extensions, re.M), server_extensions
 
 
 def test_the_installed_package_loads_light_and_needs_no_extra(lab_venv, tmp_path):

@@ -2,10 +2,10 @@
 ``build-function``, named in pyproject.toml).
 
 A wheel or sdist carries the built extension (``jupyter_gtc/labextension``), so installing
-either needs no Node.js. Building one needs npm only where that extension is missing, older
-than its sources, or (with npm at hand) a development build: an sdist made by ``make dist``
-unpacks with the extension built and every file of one age, so a wheel builds from it
-without npm. Without npm and without a usable build, the build stops with one line that says
+either needs no Node.js. Building one needs npm only where that extension is missing or older
+than its sources; a development build is rebuilt for production where npm is at hand in a
+source tree. An sdist made by ``make dist`` unpacks with the extension built and every file
+of one age, so a wheel builds from it without npm, shipping the build it carries. Without npm and without a usable build, the build stops with one line that says
 what to install, not a traceback from deep in the build backend.
 """
 
@@ -42,12 +42,13 @@ def build(target_name: str, version: str, **npm_kwargs) -> None:
         return
     if state == "ok":
         return
+    from_sdist = (root / "PKG-INFO").is_file()  # an unpacked sdist: what it carries is what it ships
+    if state == "development" and (from_sdist or not npm):
+        # It works in JupyterLab as a production build does, only larger (source maps).
+        print(f"jupyter_gtc: {detail}; packaging it as it is"
+              f"{'' if from_sdist else ' (npm is not on PATH to make a production build)'}", file=sys.stderr)
+        return
     if not npm:
-        if state == "development":
-            # It works in JupyterLab as a production build does, only larger (source maps).
-            print(f"jupyter_gtc: {detail}; packaging it as it is (npm is not on PATH to make a production build)",
-                  file=sys.stderr)
-            return
         _stop(f"{detail}, and npm is not on PATH to build it: {HOW}")
     from hatch_jupyter_builder.utils import run
 

@@ -611,10 +611,16 @@ def list_models():
 def set_model_alias(ref: str, alias: str):
     """Give ``alias`` to the version ``ref`` names, moving it from the version that held it;
     ``"-alias"`` removes it (``default`` moves, and cannot be removed). Returns the ``Model``."""
+    return merge_model_aliases(ref, [alias])
+
+
+def merge_model_aliases(ref: str, aliases: list[str]):
+    """Vertex's mergeVersionAliases: each alias applied to (moved to) the version ``ref`` names,
+    each ``"-alias"`` removed from it; all or none. Returns the ``Model``."""
     from .registry.rules import ModelRef
 
     model = get_model(ref)
-    _models().merge_aliases(ModelRef(model.name, version=model.version), [alias])
+    _models().merge_aliases(ModelRef(model.name, version=model.version), list(aliases))
     return model
 
 
@@ -625,4 +631,4 @@ def delete_model(ref: str) -> None:
     _models().delete(parse_ref(ref))
 
 
-__all__ += ["register_model", "get_model", "list_models", "set_model_alias", "delete_model"]
+__all__ += ["register_model", "get_model", "list_models", "set_model_alias", "merge_model_aliases", "delete_model"]

@@ -209,6 +209,9 @@ def _parser() -> argparse.ArgumentParser:
 
     _add_study_verbs(verbs)
     _add_recipe_verbs(verbs)
+    from .cli_models import add_model_verbs  # the registry's verbs live in their own module
+
+    add_model_verbs(verbs)
 
     vertex = verbs.add_parser("vertex", help="Vertex AI: a local endpoint the official SDK runs against")
     xv = vertex.add_subparsers(title="vertex commands", metavar="VERB")

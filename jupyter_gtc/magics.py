@@ -136,6 +136,26 @@ class GtcMagics(Magics):
 
     @line_magic
     @magic_arguments()
+    @argument("job", help="the finished job's Slurm id or name")
+    @argument("--model", required=True, help="the model's name: a new model, or a new version of one")
+    @argument("--alias", action="append", default=[], help="an alias for the new version (repeatable)")
+    @argument("--description", help="what this version is")
+    @argument("--label", action="append", default=[], metavar="KEY=VALUE", help="a label (repeatable)")
+    @argument("--copy", action="store_true", help="copy the model folder into $GTC_HOME/models/")
+    @argument("--parent", metavar="NAME[@VERSION]", help="the registered model it started from")
+    @argument("--cluster", help="default: the cluster used last, or the only one")
+    def gtc_register(self, line: str):
+        """Register the job's model (its AIP_MODEL_DIR) as a new version; returns the ``Model``."""
+        from .cli_models import parse_labels  # the CLI's `gtc model register` parses the same options
+
+        args = _parse(self.gtc_register, line)
+        with _usage_errors():
+            return api.register_model(args.job, args.model, alias=args.alias or None, description=args.description,
+                                      labels=parse_labels(args.label), copy=args.copy, parent=args.parent,
+                                      cluster=self._cluster(args.cluster))
+
+    @line_magic
+    @magic_arguments()
     @argument("cluster", nargs="?", help="default: the cluster used last, or the only one")
     @argument("--last", action="store_true", help="show the last run of the cluster's HealthCheckProgram "
                                                   "instead of running the checks now")

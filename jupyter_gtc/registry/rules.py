@@ -44,7 +44,9 @@ def parse_ref(ref: str, field: str = "model") -> ModelRef:
     if not isinstance(ref, str) or not ref:
         raise SpecError(field, ref, "give a model as NAME, NAME@VERSION (NAME@3) or NAME@ALIAS (NAME@prod)")
     name, at, selector = ref.partition("@")
-    check_model_name(name, field)
+    if not NAME_PATTERN.fullmatch(name):
+        raise SpecError(field, ref, "a model is NAME, NAME@VERSION or NAME@ALIAS, its NAME 1 to 128 letters, "
+                                    "digits, '.', '_' or '-', starting with a letter or digit")
     if not at:
         return ModelRef(name)
     if selector.isdigit() and int(selector) >= 1:

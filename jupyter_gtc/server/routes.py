@@ -2,8 +2,9 @@
 
 ``{base_url}gtc/api/...`` is the REST API of the sidebar: clusters
 (``handlers_clusters.py``), jobs, their logs and metrics (``handlers_jobs.py``), tuning
-studies (``handlers_studies.py``) and the change feed (``feed.py``). Every route needs a
-login, like the rest of the server, and the Authorizer's leave (``base.py``).
+studies (``handlers_studies.py``), the model registry (``handlers_models.py``) and the
+change feed (``feed.py``). Every route needs a login, like the rest of the server, and the
+Authorizer's leave (``base.py``).
 
 ``{base_url}gtc/static/bokeh/<file>`` serves the BokehJS files of the installed ``bokeh``
 package (``bokeh/server/static``: ``js/bokeh.min.js``, ``js/bokeh-widgets.min.js``, ...),
@@ -65,7 +66,7 @@ class BokehStaticHandler(JupyterHandler, web.StaticFileHandler):
 
 def setup_routes(web_app) -> None:
     """Add the extension's routes to a Jupyter server's tornado application."""
-    from . import feed, handlers_clusters, handlers_jobs, handlers_studies
+    from . import feed, handlers_clusters, handlers_jobs, handlers_models, handlers_studies
 
     base_url = web_app.settings["base_url"]
     api_prefix = url_path_join(base_url, API_ROUTE)
@@ -74,6 +75,7 @@ def setup_routes(web_app) -> None:
         *handlers_clusters.handlers(api_prefix),
         *handlers_jobs.handlers(api_prefix),
         *handlers_studies.handlers(api_prefix),
+        *handlers_models.handlers(api_prefix),
         *feed.handlers(api_prefix),
         (url_path_join(base_url, BOKEH_ROUTE, "(.*)"), BokehStaticHandler,
          {"path": str(bokeh_static_dir())}),

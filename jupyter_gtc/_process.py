@@ -184,6 +184,25 @@ def process_alive(who: Mapping[str, object]) -> bool:
         return False
 
 
+def run_forwarding(argv: Sequence[str], env: Mapping[str, str], on_signal) -> int:
+    """Run ``argv`` with this process's stdin, stdout and stderr and ``env`` as its whole
+    environment, to its end; returns its exit status. SIGTERM, SIGINT and SIGHUP to this
+    process call ``on_signal(signum)`` instead of ending it: for a child whose work lives
+    outside this process's tree (a container, run by the runtime's own monitor), which a
+    signal to the child alone, or the child's death, would leave running."""
+    import signal
+
+    argv = [str(a) for a in argv]
+    log.debug("run forwarding signals %s", argv)
+    handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {s: signal.signal(s, lambda signum, _frame: on_signal(signum)) for s in handled}
+    try:
+        return subprocess.run(argv, env=dict(env), check=False).returncode
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def replace_with(argv: Sequence[str], env: Mapping[str, str]) -> None:
     """Run ``argv`` in place of this process (``exec``: same PID, so Slurm signals and
     accounts the program itself); never returns. ``argv[0]`` is looked up on ``env``'s PATH."""

@@ -88,8 +88,8 @@ def run_argv(engine: Found, image: str, *, command: Sequence[str] = (), args: Se
     if engine.name == "podman" and oci_runtime is not None:
         argv += ["--runtime", oci_runtime.path]
     argv += ["run", "--rm", "--network", "host", "--init" if engine.name == "docker" else "--sig-proxy=true"]
-    if name:
-        argv += ["--name", name]
+    if name:  # --replace: a container of this name left by a run killed outright (SIGKILL) goes first
+        argv += ["--name", name] + (["--replace"] if engine.name == "podman" else [])
     if engine.name == "podman":
         argv += limits()
     for mount in mounts:

@@ -23,7 +23,7 @@ import json
 import os
 import sys
 
-from .._process import replace_with, run
+from .._process import replace_with, run, run_forwarding
 
 PORT = 2222
 # CLUSTER_SPEC's pool names and TF_CONFIG's task types, by pool index (Vertex's documentation).
@@ -104,7 +104,28 @@ def container_argv(pool: dict, env: dict[str, str], node: int) -> list[str]:
                     args=spec["args"], env_names=names, mounts=mounts,
                     gpus=gpu_options(wanted=bool(env.get("CUDA_VISIBLE_DEVICES"))),
                     oci_runtime=Found(os.path.basename(oci), oci, "") if oci else None,
-                    name=f"gtc-{env.get('SLURM_JOB_ID', 'job')}-{node}")
+                    name=container_name(env, node))
+
+
+def container_name(env: dict[str, str], node: int) -> str:
+    """Unique among running jobs: the cluster's name, Slurm's job id, the node's index."""
+    return f"gtc-{env.get('GTC_CLUSTER', 'cluster')}-{env.get('SLURM_JOB_ID', 'job')}-{node}"
+
+
+def run_in_container(pool: dict, env: dict[str, str], node: int) -> int:
+    """Run the replica's container to its end; its exit status. The container lives under the
+    runtime's monitor (conmon), outside the task's processes that Slurm signals and kills, so
+    a cancel (SIGTERM, then SIGKILL after KillWait) stops it here, and it is removed whatever
+    happens to the runtime's client."""
+    engine, name = pool["container"]["engine"], container_name(env, node)
+
+    def stop(_signum: int) -> None:  # TERM to its PID 1, KILL 2 s later: within Slurm's KillWait (10 s)
+        run([engine, "stop", "--time", "2", name], check=False, timeout=30)
+
+    try:
+        return run_forwarding(container_argv(pool, env, node), env, stop)
+    finally:
+        run([engine, "rm", "--force", "--ignore", name], check=False, timeout=60)
 
 
 def main() -> None:
@@ -120,7 +141,9 @@ def main() -> None:
     if pool.get("note") and replica == 0:
         print(pool["note"], file=sys.stderr, flush=True)
     sys.stdout.flush()
-    replace_with(container_argv(pool, env, node) if pool.get("container") else pool["argv"], env)
+    if pool.get("container"):
+        sys.exit(run_in_container(pool, env, node))
+    replace_with(pool["argv"], env)
 
 
 if __name__ == "__main__":

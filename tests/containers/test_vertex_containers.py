@@ -19,6 +19,7 @@ import pytest
 
 from jupyter_gtc import api
 from jupyter_gtc._process import run
+from tests.conftest import sleep_until
 from tests.containers.image import BASE, TRAINER, base_image, trainer_image
 
 pytestmark = [pytest.mark.slurm,
@@ -76,23 +77,45 @@ def venv_state() -> dict:
 
 def test_a_google_container_sample_runs_the_images_entrypoint(aiplatform):
     # As Google's samples send it (python-aiplatform samples: "command": [], the image's own
-    # ENTRYPOINT runs, "args" replace its CMD).
-    job = aiplatform.CustomJob(display_name="entrypoint", worker_pool_specs=[{
-        "machine_spec": machine(), "replica_count": 1,
-        "container_spec": {"image_uri": TRAINER, "command": [], "args": ["--epochs", "3"],
-                           "env": [{"name": "GREETING", "value": "hello"}]}}])
+    # ENTRYPOINT runs, "args" replace its CMD), here with a worker pool too: one container a node.
+    def pool(greeting: str) -> dict:
+        return {"machine_spec": machine(), "replica_count": 1,
+                "container_spec": {"image_uri": TRAINER, "command": [], "args": ["--epochs", "3"],
+                                   "env": [{"name": "GREETING", "value": greeting}]}}
+
+    job = aiplatform.CustomJob(display_name="entrypoint", worker_pool_specs=[pool("chief"), pool("worker")])
     job.run()
     assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
     log = api.get_job("entrypoint", "ctr").logs()
     assert f"jupyter_gtc: image {TRAINER} runs in podman" in log
-    report = json.loads(next(line for line in log.splitlines() if line.startswith("{")))
-    assert report["argv"] == ["--epochs", "3"] and report["in_container"] and report["greeting"] == "hello"
-    assert report["cluster_spec"]["task"] == {"type": "workerpool0", "index": 0}
+    reports = sorted((json.loads(line) for line in log.splitlines() if line.startswith("{")),
+                     key=lambda r: r["greeting"])
+    assert [(r["greeting"], r["argv"], r["in_container"]) for r in reports] == [
+        ("chief", ["--epochs", "3"], True), ("worker", ["--epochs", "3"], True)]
+    chief, worker = (r["cluster_spec"] for r in reports)
+    assert chief["cluster"] == {"workerpool0": ["gpu-0:2222"], "workerpool1": ["gpu-1:2222"]}
+    assert (chief["task"], worker["task"]) == ({"type": "workerpool0", "index": 0}, {"type": "workerpool1", "index": 0})
     # The model went where AIP_MODEL_DIR says, through /gcs: a file of the local bucket.
     model_dir = job.job_spec.base_output_directory.output_uri_prefix.removeprefix("gs://").rstrip("/")
     from jupyter_gtc.state import default_home
 
     assert (default_home() / "gcs" / model_dir / "model" / "model.txt").read_text() == "trained in a container\n"
+
+
+def test_cancelling_a_job_in_a_container_leaves_no_container_running(aiplatform):
+    job = aiplatform.CustomJob(display_name="cancelled", worker_pool_specs=[{
+        "machine_spec": machine(), "replica_count": 1,
+        "container_spec": {"image_uri": BASE, "command": ["python3", "-c", "import time; print('the container is up', flush=True); "
+                                                                          "time.sleep(600)"]}}])
+    job.submit()
+    ours = api.get_job("cancelled", "ctr")
+    assert sleep_until(lambda: "the container is up" in ours.logs(), timeout=120), ours.logs()
+    name = f"gtc-ctr-{ours.id}-0"
+    running = lambda: run(["podman", "ps", "--all", "--format", "{{.Names}}"]).stdout.split()  # noqa: E731
+    assert name in running(), ours.logs()
+    job.cancel()
+    ours.wait(timeout=120)
+    assert sleep_until(lambda: name not in running(), timeout=60), f"{name} is still there: {running()}"
 
 
 def test_from_local_script_in_a_custom_image_installs_in_the_container_not_the_kernels_venv(aiplatform, tmp_path):

@@ -39,7 +39,8 @@ def test_a_failed_torchrun_job_shows_its_workers_error_not_torchruns(cluster, tm
     worker = tmp_path / "worker.py"
     worker.write_text(WORKER)
     script = f"#!/bin/bash\nsrun '{sys.executable}' -m torch.distributed.run --nproc-per-node 2 '{worker}'\n"
-    job = api.submit_job(cluster, script, ["--job-name", "ddp-fails"])
+    # In tmp_path: torchrun's failing step can leave a core of slurmstepd where the job runs.
+    job = api.submit_job(cluster, script, ["--job-name", "ddp-fails", f"--chdir={tmp_path}"])
     panel = JobPanel(job, log_lines=10)
     assert sleep_until(lambda: not panel.following, 120), job.logs()
     assert job.state == "FAILED"

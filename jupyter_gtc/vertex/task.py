@@ -119,13 +119,16 @@ def run_in_container(pool: dict, env: dict[str, str], node: int) -> int:
     happens to the runtime's client."""
     engine, name = pool["container"]["engine"], container_name(env, node)
 
-    def stop(_signum: int) -> None:  # TERM to its PID 1, KILL 2 s later: within Slurm's KillWait (10 s)
+    signalled = []
+
+    def stop(signum: int) -> None:  # TERM to its PID 1, KILL 2 s later: within Slurm's KillWait (10 s)
+        signalled.append(signum)
         run([engine, "stop", "--time", "2", name], check=False, timeout=30)
 
-    try:
-        return run_forwarding(container_argv(pool, env, node), env, stop)
-    finally:
+    status = run_forwarding(container_argv(pool, env, node), env, stop)
+    if signalled or status >= 125:  # else `run --rm` removed it (podman's own failures: 125 and up)
         run([engine, "rm", "--force", "--ignore", name], check=False, timeout=60)
+    return status
 
 
 def main() -> None:

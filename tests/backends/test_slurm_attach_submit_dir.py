@@ -56,3 +56,27 @@ def test_a_folder_the_login_node_lacks_runs_the_job_in_its_job_folder_and_the_su
     finally:
         api.detach_cluster("away")
         shutil.rmtree(here, ignore_errors=True)
+
+
+def test_a_study_created_in_a_folder_the_login_node_lacks_says_so_once_and_its_trials_run(
+        cluster_behind_login, monkeypatch):
+    from tests.tuning.conftest import short_spec
+
+    cluster, login = cluster_behind_login
+    _attach_over_login(cluster, login, "awaystudy")
+    here = Path(SHARED) / f"notebook-{uuid.uuid4().hex[:8]}"
+    here.mkdir(parents=True)
+    monkeypatch.chdir(here)
+    try:
+        with pytest.warns(GtcWarning) as said:
+            study = api.create_study("awaystudy", short_spec("{x: {double: [0, 1]}}", trials=2), name="farstudy")
+        assert [str(w.message) for w in said] == [
+            f"the trials of study farstudy run in their job folders: the folder it was created from, {here}, does "
+            f"not exist on the cluster ({login.alias}); to run them elsewhere, give local.submit_dir with a folder "
+            f"on the cluster"]
+        study.wait(timeout=300)
+        assert (study.state, [t.state for t in study.snapshot().trials]) == ("SUCCEEDED", ["COMPLETE"] * 2)
+        assert study.spec.local.submit_dir is None  # kept as where they ran: a resume does the same
+    finally:
+        api.detach_cluster("awaystudy")
+        shutil.rmtree(here, ignore_errors=True)

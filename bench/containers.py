@@ -6,7 +6,8 @@ cluster through the same local Vertex endpoint (issue 26's goal: at most 1.5x, i
 Each job runs ``python3 -c pass``: once with ``image_uri`` the tests' image (run by podman),
 once with no image (run on the node). Timed from the SDK's ``submit()`` until our job behind it
 has finished (``Job.wait``, event-driven: the SDK's 5 s poll would hide the difference),
-interleaved. The image is built or found first (tests/containers/image.py) and is in podman's
+interleaved. Then the same step as a plain sbatch job, with and without ``srun --container``
+(Slurm 22.05's OCI support, a bundle unpacked by umoci). The image is built or found first (tests/containers/image.py) and is in podman's
 store before any timing.
 """
 
@@ -67,10 +68,31 @@ def main() -> int:
                     raise SystemExit(f"{name} ended {job.state}: {job.logs()[-2000:]}")
                 if i:
                     times[kind].append(time.perf_counter() - t0)
-        bare, ctr = statistics.median(times["bare"]), statistics.median(times["container"])
-        print(f"{'trivial CustomJob, submit -> finished':44} {'median':>9} {'ratio':>7}  (n={args.n})")
-        print(f"{'on the node (no image)':44} {bare:8.2f}s {1.0:7.2f}")
-        print(f"{'in the image, podman':44} {ctr:8.2f}s {ctr / bare:7.2f}  goal <= 1.50")
+        # The same trivial step as a plain job: srun on the node, and srun --container (Slurm's own
+        # OCI support, the bundle run by runc/crun through oci.conf: what %%sbatch --container-image would use).
+        from jupyter_gtc.containers import runtime, slurm_oci
+
+        found = runtime.detect()
+        etc = Path(os.environ["GTC_HOME"]) / "clusters" / "benchctr" / "etc"
+        (etc / "oci.conf").write_text(slurm_oci.oci_conf(found.oci_runtime, rootless=os.geteuid() != 0))
+        bundle = slurm_oci.bundle_for(found.engine, image, Path(os.environ["GTC_HOME"]) / "bundles")
+        for i in range(args.n + 1):
+            for kind, srun in (("srun", "srun"), ("srun --container", f"srun --container={bundle}")):
+                t0 = time.perf_counter()
+                job = api.submit_job("benchctr", f"#!/bin/bash\n{srun} python3 -c pass\n", [f"--job-name=oci-{i}"])
+                job.wait(timeout=300)
+                if job.state != "COMPLETED":
+                    raise SystemExit(f"{kind} ended {job.state}: {job.logs()[-2000:]}")
+                if i:
+                    times.setdefault(kind, []).append(time.perf_counter() - t0)
+        med = {kind: statistics.median(t) for kind, t in times.items()}
+        print(f"{'trivial job, submit -> finished':44} {'median':>9} {'ratio':>7}  (n={args.n})")
+        print(f"{'CustomJob on the node (no image)':44} {med['bare']:8.2f}s {1.0:7.2f}")
+        print(f"{'CustomJob in the image, podman':44} {med['container']:8.2f}s {med['container'] / med['bare']:7.2f}"
+              f"  goal <= 1.50")
+        print(f"{'sbatch: srun on the node':44} {med['srun']:8.2f}s {1.0:7.2f}")
+        print(f"{'sbatch: srun --container (Slurm OCI, runc)':44} {med['srun --container']:8.2f}s "
+              f"{med['srun --container'] / med['srun']:7.2f}")
     finally:
         api.delete_cluster("benchctr")
     return 0

@@ -7,7 +7,6 @@ and the cluster.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from ..metrics.resumed import latest_attempts
@@ -66,20 +65,13 @@ def newest_checkpoint(job: Job) -> str | None:
 
 def trial_of(job: Job, store: Store, snapshot) -> dict[str, Any] | None:
     """The study trial whose job ``job`` is (``snapshot(name)``: the study as its service reads
-    it): its study, trial id, parameters and value; None for a job of no study."""
+    it): its study, trial id, parameters and value; None for a job of no study. A trial names
+    its job by id and folder: both must match (a cluster made again numbers jobs from 1)."""
     for study in store.find_studies(job.cluster):
-        if not _under(job.job_dir, Path(study.study_dir)):
+        if study.name not in job.job_dir.parts:  # a trial's folder is <...>/<study>/<trial id>
             continue
         for trial in snapshot(study.name).trials:
-            if trial.job_id == job.id:
+            if trial.job_id == job.id and trial.job_dir in (None, str(job.job_dir)):
                 return {"study": study.name, "trial_id": trial.trial_id, "number": trial.number,
                         "params": dict(trial.params), "value": trial.value, "state": trial.state}
     return None
-
-
-def _under(path: Path, folder: Path) -> bool:
-    try:
-        path.relative_to(folder)
-    except ValueError:
-        return False
-    return True

@@ -527,7 +527,7 @@ const JobItem = React.memo(function JobItem(props: {
       </div>
       {job.failure && (
         <div className="jp-gtc-Failure jp-gtc-Job-failure" title={job.failure}>
-          {job.failure}
+          {failureCause(job.failure)}
         </div>
       )}
     </li>
@@ -551,6 +551,13 @@ function JobActions({ job, commands }: { job: IJob; commands: CommandRegistry })
       {job.state !== 'PENDING' && button(CommandIDs.requeueJob, redoIcon, 'Requeue: run it again')}
     </div>
   );
+}
+
+/** A failure line without the state and exit code the line above shows: "FAILED (exit code
+ * 1): ModuleNotFoundError: ..." -> "ModuleNotFoundError: ..."; "...; its log does not exist: P"
+ * -> "its log does not exist: P". */
+function failureCause(failure: string): string {
+  return failure.replace(/^[A-Z_]+(?: \([^)]*\))?(?:: |; )/, '');
 }
 
 function jobDetail(job: IJob): string | undefined {

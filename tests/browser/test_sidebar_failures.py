@@ -75,10 +75,11 @@ def test_a_new_clusters_failed_study_shows_with_its_first_error_line(jupyter_lab
             item.locator(".jp-gtc-Study-toggle").click()
         trial = item.locator('.jp-gtc-Trial[data-trial="1"]')
         expect(trial.locator(".jp-gtc-Trial-reason")).to_contain_text(f"FAILED (exit code 1): {CAUSE}")
-        # Its job's row says it too.
+        # Its job's row says it too, under the state and exit code (its tooltip the whole line).
         job_id = study.snapshot().trials[0].job_id
-        expect(job_row(page, job_id).locator(".jp-gtc-Job-failure")).to_have_text(
-            f"FAILED (exit code 1): {CAUSE}", timeout=30_000)
+        failure = job_row(page, job_id).locator(".jp-gtc-Job-failure")
+        expect(failure).to_have_text(CAUSE, timeout=30_000)
+        expect(failure).to_have_attribute("title", f"FAILED (exit code 1): {CAUSE}")
 
         # Under 150 jobs, the Studies heading and the study are on screen.
         assert_sections_share_height(page)

@@ -46,3 +46,33 @@ def test_a_missing_archive_is_named_with_its_path(tmp_path):
     engine = runtime.detect().engine
     with pytest.raises(images.ImageUnavailable, match=f"the local archive {tmp_path}/train.tar"):
         images.ensure(engine, f"docker-archive:{tmp_path}/train.tar")
+
+
+def _runs_trainer(engine, reference: str) -> str:
+    from jupyter_gtc._process import run
+    from jupyter_gtc.containers.argv import run_argv
+
+    found = runtime.detect()
+    return run(run_argv(engine, reference, args=["--from", "archive"], oci_runtime=found.oci_runtime),
+               timeout=120).stdout
+
+
+@needs_podman
+def test_an_image_of_ones_own_from_a_docker_archive_or_an_oci_layout_runs_with_no_registry(tmp_path):
+    from jupyter_gtc._process import run
+    from tests.containers.image import trainer_image
+
+    engine = runtime.detect().engine
+    image = trainer_image()
+    archive = tmp_path / "trainer.tar"
+    run(["podman", "save", "--quiet", "--format", "docker-archive", "--output", str(archive), image], timeout=300)
+    loaded = images.ensure(engine, f"docker-archive:{archive}")
+    assert '"argv": ["--from", "archive"]' in _runs_trainer(engine, loaded)
+    layout = tmp_path / "trainer-layout"
+    run(["skopeo", "copy", "--quiet", f"containers-storage:{image}", f"oci:{layout}:v1"], timeout=300)
+    copied = images.ensure(engine, f"oci:{layout}:v1")
+    try:
+        assert copied == "localhost/trainer-layout:v1"
+        assert '"in_container": true' in _runs_trainer(engine, copied)
+    finally:
+        run(["podman", "untag", copied], check=False)

@@ -417,13 +417,23 @@ def list_recipes() -> list[Recipe]:
 
 def run_recipe(name: str, cluster: str, config: str = "tiny", *, nodes: int | None = None,
                init_from: str | None = None, args: list[str] | None = None,
-               options: list[str] | None = None) -> Job:
+               options: list[str] | None = None, register: str | bool = True) -> Job:
     """Submit recipe ``name`` in size ``config`` as a multi-node ``srun torchrun`` job named
     after the recipe. A recipe that starts from another's model takes the newest finished
     one unless ``init_from`` names a folder, a job id or a recipe; ``args`` add the program's
-    flags; ``options`` sbatch's, which win over the recipe's (``["--exclusive"]``)."""
-    return _recipes.run_recipe(_jobs(), name, cluster, config, nodes=nodes, init_from=init_from, args=args,
-                               options=options)
+    flags; ``options`` sbatch's, which win over the recipe's (``["--exclusive"]``).
+    ``register``: once the job has COMPLETED its model is registered as a new version of the
+    model named after the recipe (a string: of that model; False: not registered)."""
+    if register not in (True, False):
+        from .registry.rules import check_model_name
+
+        check_model_name(register, "register")  # before the job is submitted
+    job = _recipes.run_recipe(_jobs(), name, cluster, config, nodes=nodes, init_from=init_from, args=args,
+                              options=options)
+    if register is not False:
+        _models().register_when_done(job, name if register is True else register,
+                                     origin={"recipe": name, "config": config, "init_from": init_from})
+    return job
 
 
 def recipe_output(ref: str, cluster: str | None = None) -> Path:

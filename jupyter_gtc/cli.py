@@ -570,6 +570,9 @@ def _add_recipe_verbs(verbs) -> None:
                      help="a model folder, job id or recipe to start from (default: the newest run of the "
                           "recipe this one consumes)")
     run.add_argument("--wait", action="store_true", help="wait for the job and print its output")
+    run.add_argument("--register", metavar="MODEL", help="the registered model its output becomes a version of "
+                     "once the job has completed (default: the recipe's name)")
+    run.add_argument("--no-register", dest="no_register", action="store_true", help="do not register its model")
     run.set_defaults(func=_recipe_run, passes_options_on=True)
 
 
@@ -596,11 +599,18 @@ def _recipe_show(args) -> None:
 
 
 def _recipe_run(args) -> None:
+    if args.no_register and args.register:
+        raise SpecError("--register", args.register, "give --register MODEL or --no-register, not both")
     job = api.run_recipe(args.name, api.resolve_cluster(args.cluster), args.config, nodes=args.nodes,
-                         init_from=args.init_from, args=args.extra)
+                         init_from=args.init_from, args=args.extra,
+                         register=False if args.no_register else args.register or True)
     print(f"submitted {args.name} ({args.config}) as job {job.id} to {job.cluster}; output in {job.job_dir}")
     if args.wait:
         _wait_and_print(job, f"; model in {job.model_dir}")
+        if not args.no_register:  # the registry's first read after the job ended registers it
+            from .cli_models import print_registered
+
+            print_registered(job)
 
 
 # -- studies ---------------------------------------------------------------------------------

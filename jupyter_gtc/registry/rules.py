@@ -22,9 +22,11 @@ MAX_LABELS = 64
 MAX_LABEL_CHARS = 63
 MAX_DESCRIPTION_CHARS = 8192
 
-# Every kind of row in a model's history (model_events.event). "deploy" and "undeploy" are for
-# serving (a later increment): the table and the readers take them already.
-EVENT_KINDS = ("register", "alias", "unalias", "delete_version", "delete_model", "deploy", "undeploy")
+# Every kind of row in a model's history (model_events.event). "not_registered": a registration
+# that waited for its job (a recipe's), which ended without a model. "deploy" and "undeploy" are
+# for serving (a later increment): the table and the readers take them already.
+EVENT_KINDS = ("register", "alias", "unalias", "delete_version", "delete_model", "not_registered", "deploy",
+               "undeploy")
 
 
 @dataclass(frozen=True)

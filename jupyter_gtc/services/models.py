@@ -19,12 +19,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import SpecError
+from ..exceptions import GtcError, SpecError
 from ..hosts import LOCAL, Host
 from ..registry.rules import (DEFAULT_ALIAS, ModelRef, check_alias, check_description, check_labels,
                             check_model_name, parse_ref)
 from ..state import Store
-from ..state.models import ModelRecord, ModelTables, ModelVersionRecord
+from ..state.models import ModelRecord, ModelTables, ModelVersionRecord, PendingTaken
 from .jobs import Job, JobService
 from .model_lineage import job_lineage, trial_of
 
@@ -105,21 +105,50 @@ class ModelService:
         self._study_snapshot = study_snapshot  # TuningService.snapshot: a trial's parameters for lineage
 
     def get(self, ref: str) -> Model:
+        self.settle_pending()
         record = self.tables.resolve(parse_ref(ref))
         return Model(self, record.model, record.version)
 
     def list(self) -> list[ModelRecord]:
+        self.settle_pending()
         return self.tables.list_models()
+
+    # -- registrations that wait for their job (a recipe's) ------------------------------
+
+    def register_when_done(self, job: Job, model: str, **request: Any) -> None:
+        """Register ``job``'s model as ``model`` once the job has COMPLETED (``register``'s
+        arguments in ``request``). Recorded in the store and done by the first read of the
+        registry after the job ended, in whichever process (a notebook's ``gtc.models.get``,
+        ``gtc model list``, the sidebar's), so it happens whether or not this process lives on."""
+        check_model_name(model, "register")
+        self.tables.add_pending(job.cluster, job.id, model, request)
+
+    def settle_pending(self) -> None:
+        """Register what waited for a job that has ended; a job that failed, or left no model, is
+        a ``not_registered`` row of the model's history, saying why."""
+        for row in self.tables.pending():
+            cluster, job_id, model = row["cluster"], row["job_id"], row["model"]
+            try:
+                job = self.jobs.get(job_id, cluster)
+                if not job.finished:
+                    continue
+                self.register(job, model=model, cluster=cluster, pending=(cluster, job_id), **row["request"])
+            except PendingTaken:
+                pass  # another process registered it meanwhile
+            except GtcError as e:  # the job failed or left no model, or it (or its cluster) is gone
+                self.tables.settle_pending(cluster, job_id, model, _user(), str(e))
 
     def register(self, job: Job | str | None = None, *, model: str, alias: str | list[str] | None = None,
                  description: str | None = None, labels: dict[str, str] | None = None, copy: bool = False,
-                 artifact_uri: str | None = None, parent: str | None = None, cluster: str | None = None) -> Model:
+                 artifact_uri: str | None = None, parent: str | None = None, cluster: str | None = None,
+                 origin: dict[str, Any] | None = None, pending: tuple[str, str] | None = None) -> Model:
+        """``origin``: what else made the model, kept in its lineage (a recipe's name and config)."""
         # Every argument is checked before a file is copied or a row written.
         name = check_model_name(model, "model")
         aliases = [check_alias(a, "alias") for a in ([alias] if isinstance(alias, str) else alias or [])]
         description = check_description(description)
         labels = check_labels(labels)
-        parent_ref = self.get(parent) if parent else None
+        parent_ref = self._resolve(parent, "parent") if parent else None
         if job is not None and not isinstance(job, Job):
             job = self.jobs.get(str(job), cluster)
         host: Host = LOCAL
@@ -139,15 +168,16 @@ class ModelService:
         if job is not None:
             lineage = job_lineage(job, self.store, self._trial_of)
         lineage["parent"] = f"{parent_ref.name}@{parent_ref.version}" if parent_ref else None
+        lineage["origin"] = origin
         lineage["source"] = source
         user = _user()
         if not copy or remote:  # a gs:// URI is kept as is: Cloud Storage outlives the job already
             record = self.tables.register(name, artifact_uri=source, lineage=lineage, user=user,
-                                          description=description, labels=labels, aliases=aliases)
+                                          description=description, labels=labels, aliases=aliases, pending=pending)
             return Model(self, name, record.version)
-        return self._register_copy(name, host, source, lineage, user, description, labels, aliases)
+        return self._register_copy(name, host, source, lineage, user, description, labels, aliases, pending)
 
-    def _register_copy(self, name, host, source, lineage, user, description, labels, aliases) -> Model:
+    def _register_copy(self, name, host, source, lineage, user, description, labels, aliases, pending) -> Model:
         folder = self.home / "models" / name
         _private_dirs(folder)
         incoming = folder / f".incoming-{uuid.uuid4().hex[:12]}"
@@ -166,12 +196,16 @@ class ModelService:
             copy_tree(host, source, incoming)
             record = self.tables.register(name, artifact_uri=str(incoming), lineage=lineage, user=user,
                                           description=description, labels=labels, aliases=aliases, copied=True,
-                                          place=place)
+                                          place=place, pending=pending)
         except BaseException:
             for path in (incoming, *placed):
                 shutil.rmtree(path, ignore_errors=True)
             raise
         return Model(self, name, record.version)
+
+    def _resolve(self, ref: str, field: str) -> Model:
+        record = self.tables.resolve(parse_ref(ref, field))
+        return Model(self, record.model, record.version)
 
     def merge_aliases(self, ref: ModelRef, aliases: list[str]) -> ModelVersionRecord:
         if not aliases:

@@ -46,6 +46,10 @@ class ModelRecord:
     versions: list[ModelVersionRecord] = field(default_factory=list)
 
 
+class PendingTaken(Exception):
+    """A waiting registration was fulfilled by another process first (never reaches a user)."""
+
+
 class ModelTables:
     def __init__(self, store: Store):
         self.store = store
@@ -81,13 +85,19 @@ class ModelTables:
 
     def register(self, name: str, *, artifact_uri: str, lineage: dict[str, Any], user: str,
                  description: str = "", labels: dict[str, str] | None = None, aliases: list[str] = (),
-                 copied: bool = False, place: Callable[[int], str] | None = None) -> ModelVersionRecord:
+                 copied: bool = False, place: Callable[[int], str] | None = None,
+                 pending: tuple[str, str] | None = None) -> ModelVersionRecord:
         """A new version of model ``name`` (the model made where it is new), numbered after the
         highest it ever had; the first version gets ``default``; each alias of ``aliases`` moves
         to it. ``place(version)`` runs inside the transaction and returns the artifact's final
-        folder (a copy renamed into place): if it raises, nothing is recorded."""
+        folder (a copy renamed into place): if it raises, nothing is recorded. ``pending``: the
+        (cluster, job id) of the waiting registration this fulfils, taken in the same transaction
+        (``PendingTaken`` where another process took it first)."""
         now = time.time()
         with self.store._connect() as db:
+            if pending is not None and db.execute("DELETE FROM model_pending WHERE cluster = ? AND job_id = ?",
+                                                  pending).rowcount != 1:
+                raise PendingTaken(*pending)
             row = db.execute("SELECT * FROM models WHERE name = ?", (name,)).fetchone()
             if row is None:
                 db.execute("INSERT INTO models (name, description, labels, created_at, created_by, updated_at)"
@@ -171,6 +181,28 @@ class ModelTables:
             db.execute("DELETE FROM models WHERE name = ?", (name,))
             self._event(db, name, None, user, "delete_model", {"versions": [v.version for v in record.versions]})
             return record
+
+    # -- registrations that wait for their job ----------------------------------------
+
+    def add_pending(self, cluster: str, job_id: str, model: str, request: dict[str, Any]) -> None:
+        with self.store._connect() as db:
+            db.execute("INSERT OR REPLACE INTO model_pending (cluster, job_id, model, request, created_at)"
+                       " VALUES (?, ?, ?, ?, ?)", (cluster, job_id, model, json.dumps(request), time.time()))
+
+    def pending(self) -> list[dict[str, Any]]:
+        with self.store._connect() as db:
+            rows = db.execute("SELECT * FROM model_pending ORDER BY created_at").fetchall()
+        return [{"cluster": r["cluster"], "job_id": r["job_id"], "model": r["model"],
+                 "request": json.loads(r["request"])} for r in rows]
+
+    def settle_pending(self, cluster: str, job_id: str, model: str, user: str, reason: str) -> None:
+        """A waiting registration that will not happen: gone, with a ``not_registered`` row
+        saying why (once, whichever process gets here first)."""
+        with self.store._connect() as db:
+            if db.execute("DELETE FROM model_pending WHERE cluster = ? AND job_id = ?",
+                          (cluster, job_id)).rowcount == 1:
+                self._event(db, model, None, user, "not_registered", {"cluster": cluster, "job": job_id,
+                                                                      "reason": reason})
 
     # -- inside a transaction ----------------------------------------------------------
 

@@ -39,3 +39,13 @@ CREATE TABLE model_events (
     detail   TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX model_events_by_model ON model_events (model, id);
+-- Registrations that wait for their job to finish (a recipe registers its model when it
+-- succeeds): whichever process sees the job end first takes the row and registers, once.
+CREATE TABLE model_pending (
+    cluster     TEXT NOT NULL,
+    job_id      TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    request     TEXT NOT NULL DEFAULT '{}',    -- register()'s keyword arguments (JSON)
+    created_at  REAL NOT NULL,
+    PRIMARY KEY (cluster, job_id)
+);

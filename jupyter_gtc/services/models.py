@@ -85,6 +85,9 @@ class Model:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Model) and (other.name, other.version) == (self.name, self.version)
 
+    def __hash__(self) -> int:
+        return hash((self.name, self.version))
+
     def __repr__(self) -> str:
         aliases = self.aliases
         return f"<Model {self.name}@{self.version}" + (f" ({', '.join(aliases)})" if aliases else "") + ">"
@@ -153,6 +156,9 @@ class ModelService:
             job = self.jobs.get(str(job), cluster)
         host: Host = LOCAL
         if job is not None:
+            if not job.managed and not artifact_uri:
+                raise SpecError("job", job.id, f"job {job.id} was not submitted through jupyter_gtc, so it has no "
+                                               "AIP_MODEL_DIR; give artifact_uri= the folder its model is in")
             _check_finished(job)
             host = job.host
             source = artifact_uri or str(job.model_dir)
@@ -220,8 +226,10 @@ class ModelService:
             removed = [v for v in record.versions if v.copied]
         else:
             removed = [v for v in [self.tables.delete_version(ref, _user())] if v.copied]
-        for version in removed:
-            shutil.rmtree(version.artifact_uri, ignore_errors=True)
+        ours = (self.home / "models").resolve()
+        for version in removed:  # only a copy of ours, whatever a row says
+            if ours in Path(version.artifact_uri).resolve().parents:
+                shutil.rmtree(version.artifact_uri, ignore_errors=True)
 
     def _trial_of(self, job: Job) -> dict[str, Any] | None:
         if self._study_snapshot is None:

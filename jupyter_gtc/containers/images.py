@@ -45,14 +45,11 @@ def ensure(engine: Found, image: str) -> str:
         if not os.path.exists(path):
             raise ImageUnavailable(image, [f"the local {'OCI layout' if transport == 'oci' else 'archive'} "
                                            f"{path} (no such file or folder)"])
-        if transport == "oci":  # a layout folder: copied into the store under its own name
-            name = f"localhost/{re.sub(r'[^a-z0-9._-]+', '-', os.path.basename(path.rstrip('/')).lower())}"
-            tag = rest.split(":", 1)[1] if ":" in rest else "latest"
+        if transport == "oci":  # a layout folder: copied into the store (podman names it after the path)
             try:
-                pulled = run([tool, "pull", "--quiet", f"oci:{path}:{tag}" if ":" in rest else f"oci:{path}"],
-                             timeout=LOAD_TIMEOUT)  # --quiet: it prints the image's id alone
-                run([tool, "tag", pulled.stdout.split()[-1], f"{name}:{tag}"], timeout=60)
-                return f"{name}:{tag}"
+                pulled = run([tool, "pull", "--quiet", f"oci:{path}:{rest.split(':', 1)[1]}" if ":" in rest
+                              else f"oci:{path}"], timeout=LOAD_TIMEOUT)
+                return pulled.stdout.split()[-1]  # --quiet: it prints the image's id alone
             except (CommandError, OSError) as e:
                 raise ImageUnavailable(image, [f"{engine.name} pull oci:{path} ({_why(e)})"]) from None
         try:
@@ -77,14 +74,3 @@ def ensure(engine: Found, image: str) -> str:
                  "give docker-archive:/path/IMAGE.tar or oci:/path/LAYOUT[:TAG] as the image")
     raise ImageUnavailable(image, tried)
 
-
-def present(engine: Found, image: str) -> bool:
-    """Whether ``image`` is in ``engine``'s store already (a local source: whether its files exist)."""
-    if is_local_source(image):
-        rest = image.split(":", 1)[1] if image.startswith((*ARCHIVE_TRANSPORTS, "oci:")) else image
-        return os.path.exists(os.path.expanduser(rest.split(":", 1)[0] if image.startswith("oci:") else rest))
-    try:
-        run([engine.path, "image", "inspect", "--format", "{{.Id}}", image], timeout=60)
-        return True
-    except (CommandError, OSError):
-        return False

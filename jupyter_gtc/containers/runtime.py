@@ -85,11 +85,12 @@ def hybrid_cgroups(root: str = "/sys/fs/cgroup") -> bool:
 
 
 def detect(which: Callable[[str], str | None] = shutil.which, runner: Runner = _local,
-           slurm: bool = False) -> Runtimes:
-    """The runtimes this machine has (``which``/``runner``: another host's, for a login node).
-    ``slurm``: also ask ``srun --help`` whether pyxis is there."""
+           slurm: bool = False, local: bool = True) -> Runtimes:
+    """The runtimes this machine has (``which``/``runner``: another host's, for a login node,
+    with ``local`` False). ``slurm``: also ask ``srun --help`` whether pyxis is there
+    (``--container-image``), and Slurm's own OCI support (``--container``)."""
     result = Runtimes()
-    hybrid = hybrid_cgroups()
+    hybrid = local and hybrid_cgroups()
     for name in (*ENGINES, *OCI_RUNTIMES):
         path = which(name)
         if not path:
@@ -105,20 +106,42 @@ def detect(which: Callable[[str], str | None] = shutil.which, runner: Runner = _
             note = _docker_daemon_problem(path, runner)
         elif name == "crun" and hybrid:
             note = "crun 1.8 refuses this machine's hybrid cgroups (v1 and v2 mounted together): runc is used"
-        rootless = name == "podman" and os.geteuid() != 0
+        rootless = name == "podman" and (os.geteuid() if local else _uid(runner)) != 0
         result.found.append(Found(name, path, version_of(text), rootless, note))
     if slurm:
         srun = which("srun")
         try:
-            if srun and "--container-image" in runner([srun, "--help"]):
-                result.found.append(Found("pyxis", srun, "srun --container-image"))
-            else:
-                result.missing["pyxis"] = INSTALL["pyxis"]
+            text = runner([srun, "--help"]) if srun else ""
         except (CommandError, OSError):
+            text = ""
+        if "--container-image" in text:
+            result.found.append(Found("pyxis", srun, "srun --container-image"))
+        else:
             result.missing["pyxis"] = INSTALL["pyxis"]
+        if re.search(r"--container[=\s]", text):
+            result.found.append(Found("slurm-oci", srun, "srun --container=BUNDLE",
+                                      note="" if result.oci_runtime else "needs crun or runc on the nodes"))
     if not result.oci_runtime and hybrid and result.get("crun") and "runc" in result.missing:
         result.missing["runc"] = INSTALL["runc"] + " (crun cannot run under this machine's hybrid cgroups)"
     return result
+
+
+def _uid(runner: Runner) -> int:
+    try:
+        return int(runner(["id", "-u"]).strip())
+    except (CommandError, OSError, ValueError):
+        return -1
+
+
+def detect_on_host(host) -> Runtimes:
+    """What a cluster's login node has, through its host (``hosts/``: SSH for an attached
+    cluster): the runtimes, pyxis, and Slurm's own OCI support."""
+    def which(name: str) -> str | None:
+        found = host.run(["which", name], check=False, timeout=CHECK_TIMEOUT)
+        lines = found.stdout.strip().splitlines()
+        return lines[0] if found.returncode == 0 and lines else None
+
+    return detect(which, lambda argv: host.run(list(argv), timeout=CHECK_TIMEOUT).stdout, slurm=True, local=False)
 
 
 def _docker_daemon_problem(path: str, runner: Runner) -> str:

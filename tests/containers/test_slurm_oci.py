@@ -45,3 +45,15 @@ def test_srun_container_runs_each_task_of_a_two_node_job_in_the_image(cluster, t
     # 22.05 gave both containers the first task's SLURM_PROCID and SLURMD_NODENAME here.)
     lines = [line for line in job.logs().splitlines() if line.startswith("task ")]
     assert lines == [f"task in the image: True job {job.id}"] * 2, job.logs()
+
+
+def test_a_clusters_host_says_it_has_slurms_oci_support_and_no_pyxis_with_whom_to_ask(cluster, monkeypatch):
+    from jupyter_gtc.hosts.local import LocalHost
+
+    # As for an attached cluster's login node, through its host: here this machine, with the
+    # cluster's slurm.conf (srun --help needs one).
+    monkeypatch.setenv("SLURM_CONF", str(Path(os.environ["GTC_HOME"]) / "clusters" / cluster.name / "etc" /
+                                         "slurm.conf"))
+    found = runtime.detect_on_host(LocalHost())
+    assert found.get("slurm-oci") is not None and found.get("podman") is not None
+    assert found.get("pyxis") is None and "ask the cluster's admins for pyxis" in found.missing["pyxis"]

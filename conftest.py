@@ -8,11 +8,16 @@ removed), even when a test or a notebook failed halfway.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import tempfile
 
 
 def pytest_configure(config):
+    # Jobs run where they were submitted from, the repository for most tests, and take the
+    # submitter's limits (Slurm's PropagateResourceLimits): a step that crashes on purpose
+    # must not leave a core file in the checkout.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     config._gtc_home = tempfile.mkdtemp(prefix="gtc-test-")
     os.environ["GTC_HOME"] = config._gtc_home
     os.environ["IPYTHONDIR"] = _ipython_dir_where_usage_errors_fail(config._gtc_home)

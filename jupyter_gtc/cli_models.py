@@ -86,7 +86,8 @@ def print_registered(job) -> None:
     """After a recipe's job: which model version it became (the registry's read registers it)."""
     for model in api.list_models():
         for version in model.versions:
-            if (version.lineage.get("job") or {}).get("id") == job.id and version.lineage["job"]["cluster"] == job.cluster:
+            made_by = version.lineage.get("job") or {}
+            if (made_by.get("id"), made_by.get("cluster")) == (job.id, job.cluster):
                 print(f"registered as {model.name}@{version.version} ({', '.join(version.aliases) or 'no aliases'})")
                 return
     print("its model was not registered: the job did not complete, or left no model in its model folder")

@@ -21,6 +21,7 @@ from tornado import web
 
 from .. import api
 from .base import GtcHandler, bad_request
+from .handlers_studies import _finite  # a diverged run's NaN final loss is null: JSON has no NaN
 
 _REGISTER_FIELDS = {"job", "model", "cluster", "alias", "description", "labels", "copy", "parent"}
 
@@ -49,15 +50,15 @@ class ModelsHandler(GtcHandler):
         if "job" not in body or "model" not in body:
             raise bad_request("a registration needs 'job' (a Slurm job id or name) and 'model' (the model's name)")
         fields = {k: v for k, v in body.items() if k not in ("job", "model")}
-        self.write_json(await self.call(lambda: api.register_model(str(body["job"]), body["model"], **fields).to_json()),
-                        status=201)
+        model = await self.call(lambda: api.register_model(str(body["job"]), body["model"], **fields).to_json())
+        self.write_json(_finite(model), status=201)
 
 
 class ModelHandler(GtcHandler):
     @web.authenticated
     @authorized
     async def get(self, ref: str):
-        self.write_json(await self.call(lambda: api.get_model(ref).to_json()))
+        self.write_json(_finite(await self.call(lambda: api.get_model(ref).to_json())))
 
     @web.authenticated
     @authorized
@@ -76,7 +77,7 @@ class ModelAliasesHandler(GtcHandler):
             model = api.get_model(ref)  # first: an unknown model is a 404 whatever the body
             if not isinstance(aliases, list) or not aliases:
                 raise bad_request("the body is {\"aliases\": [\"prod\", \"-old\"]}: aliases to apply, '-' to remove")
-            return api.merge_model_aliases(f"{model.name}@{model.version}", aliases).to_json()
+            return _finite(api.merge_model_aliases(f"{model.name}@{model.version}", aliases).to_json())
 
         self.write_json(await self.call(merge))
 

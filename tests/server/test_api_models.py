@@ -63,3 +63,11 @@ def test_models_are_listed_described_aliased_and_deleted(jupyter_server, model_f
     assert [v.version for v in api.get_model("rest-model").versions] == [2]
     ok(jupyter_server, "DELETE", "models/rest-model")
     assert "rest-model" not in [m["name"] for m in ok(jupyter_server, "GET", "models")["models"]]
+
+
+def test_a_diverged_final_metric_is_null_not_nan(jupyter_server):
+    """A browser's JSON.parse refuses NaN: a run whose loss diverged must not break the Models section."""
+    api._models().tables.register("nan-model", artifact_uri="gs://bucket/nan-model", user="tester",
+                                  lineage={"metrics": {"train/loss": {"step": 3, "value": float("nan")}}})
+    whole = ok(jupyter_server, "GET", "models/nan-model")
+    assert whole["versions"][0]["lineage"]["metrics"]["train/loss"] == {"step": 3, "value": None}

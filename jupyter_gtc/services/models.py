@@ -181,9 +181,11 @@ class ModelService:
             record = self.tables.register(name, artifact_uri=source, lineage=lineage, user=user,
                                           description=description, labels=labels, aliases=aliases, pending=pending)
             return Model(self, name, record.version)
-        return self._register_copy(name, host, source, lineage, user, description, labels, aliases, pending)
+        owner = job.user if job is not None else None  # a folder the caller names is theirs to read
+        return self._register_copy(name, host, owner, source, lineage, user, description, labels, aliases, pending)
 
-    def _register_copy(self, name, host, source, lineage, user, description, labels, aliases, pending) -> Model:
+    def _register_copy(self, name, host, owner, source, lineage, user, description, labels, aliases,
+                       pending) -> Model:
         folder = self.home / "models" / name
         _private_dirs(folder)
         incoming = folder / f".incoming-{uuid.uuid4().hex[:12]}"
@@ -199,7 +201,7 @@ class ModelService:
             return str(final)
 
         try:
-            copy_tree(host, source, incoming)
+            copy_tree(host, source, incoming, owner)
             record = self.tables.register(name, artifact_uri=str(incoming), lineage=lineage, user=user,
                                           description=description, labels=labels, aliases=aliases, copied=True,
                                           place=place, pending=pending)
@@ -237,20 +239,25 @@ class ModelService:
         return trial_of(job, self.store, self._study_snapshot)
 
 
-def copy_tree(host: Host, source: str, target: Path) -> None:
+def copy_tree(host: Host, source: str, target: Path, owner: str | None = None) -> None:
     """``source`` on ``host`` copied into ``target`` (made 0700), by ranges of the host's reads:
-    the same way a job's log comes from a login node. Links are not followed (a model folder
-    that links elsewhere would copy what it points at, perhaps another user's files)."""
+    the same way a job's log comes from a login node. With ``owner`` (the job's user) only files
+    that user owns are read: a job chooses what its model folder holds, links included, and must
+    not reach through ours a file its user could not read. Links to folders are not followed."""
     target.mkdir(mode=0o700)
     for entry in host.list_dir(source) or []:
         src, dst = f"{source.rstrip('/')}/{entry.name}", target / entry.name
         if entry.is_dir:
-            copy_tree(host, src, dst)
+            copy_tree(host, src, dst, owner)
         elif entry.is_file:
             with open(dst, "wb") as out:
                 offset = 0
                 while True:
-                    chunk = host.read(src, offset, COPY_CHUNK)
+                    try:
+                        chunk = host.read(src, offset, COPY_CHUNK, owner=owner)
+                    except PermissionError as e:
+                        raise SpecError("artifact_uri", src, f"it is not copied ({e.strerror}): a model folder is "
+                                                             f"copied only from files its job's user owns") from None
                     out.write(chunk)
                     offset += len(chunk)
                     if len(chunk) < COPY_CHUNK:

@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import GtcError, SpecError
+from ..exceptions import CommandError, GtcError, SpecError
 from ..hosts import LOCAL, Host
 from ..registry.rules import (DEFAULT_ALIAS, ModelRef, check_alias, check_description, check_labels,
                             check_model_name, parse_ref)
@@ -138,6 +138,8 @@ class ModelService:
                 self.register(job, model=model, cluster=cluster, pending=(cluster, job_id), **row["request"])
             except PendingTaken:
                 pass  # another process registered it meanwhile
+            except CommandError:
+                continue  # the cluster's host did not answer (a login node): the next read tries again
             except GtcError as e:  # the job failed or left no model, or it (or its cluster) is gone
                 self.tables.settle_pending(cluster, job_id, model, _user(), str(e))
 

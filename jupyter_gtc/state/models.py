@@ -119,7 +119,8 @@ class ModelTables:
             db.execute("UPDATE models SET next_version = ?, updated_at = ? WHERE name = ?", (version + 1, now, name))
             self._event(db, name, version, user, "register", {"artifact_uri": artifact_uri, "copied": copied,
                                                              "job": lineage.get("job")})
-            for alias in ([DEFAULT_ALIAS] if first else []) + [a for a in aliases if not (first and a == DEFAULT_ALIAS)]:
+            given = [a for a in aliases if not (first and a == DEFAULT_ALIAS)]  # the first has it anyway
+            for alias in ([DEFAULT_ALIAS] if first else []) + given:
                 self._move_alias(db, name, alias, version, user)
             return self._version(db, db.execute("SELECT * FROM model_versions WHERE model = ? AND version = ?",
                                                 (name, version)).fetchone())

@@ -167,7 +167,8 @@ def versions_of(name: str, job) -> list:
 
 def test_a_recipe_registers_its_model_once_it_has_completed(cluster):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    job = api.run_recipe("llama-pretrain", cluster, args=["--steps", "3", "--checkpoint-every", "2", "--log-every", "1"])
+    job = api.run_recipe("llama-pretrain", cluster,
+                         args=["--steps", "3", "--checkpoint-every", "2", "--log-every", "1"])
     assert versions_of("llama-pretrain", job) == []  # nothing before it has completed
     job.wait(timeout=300)
     assert job.state == "COMPLETED", job.logs()

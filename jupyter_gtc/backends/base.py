@@ -71,6 +71,14 @@ class JobLaunch:
 
 
 @dataclass(frozen=True)
+class ContainerLaunch:
+    """A job whose ``srun`` steps run in an image (pyxis's ``--container-image``), as sbatch gets it."""
+
+    launch: JobLaunch
+    pass_through: bool  # the --container-* flags go to sbatch as given: the cluster's own pyxis runs them
+
+
+@dataclass(frozen=True)
 class WorkDir:
     """Where a job runs (sbatch's ``--chdir``), as a backend places one submitted from a folder."""
 
@@ -168,6 +176,17 @@ class Backend(ABC):
         environment, which it exports to the job; this machine's Python environment."""
         chosen = chosen_python_env(python_env)
         return JobLaunch(script, {**python_env_variables(chosen), **variables}, str(chosen) if chosen else None)
+
+    def job_container(self, spec: Any, runtime: dict[str, Any], request: Any, launch: JobLaunch, job_dir: Path,
+                      work_dir: str) -> ContainerLaunch:
+        """How this backend runs the ``srun`` steps of a job in ``request``'s image
+        (``containers.pyxis.ContainerRequest``), the job to be launched as ``launch`` from
+        ``job_dir`` in ``work_dir``; raises ``ContainerRefused`` (naming the image and what to
+        install) before anything is submitted where it cannot. Here: it cannot."""
+        from ..containers.slurm_job import ContainerRefused
+
+        raise ContainerRefused(f"image {request.image}: the {self.name} backend does not run --container-image "
+                               f"jobs; run it on a local cluster, or an attached one whose srun has pyxis")
 
     def health(self, spec: Any, runtime: dict[str, Any], now: bool) -> list[NodeHealth]:
         """Each node's last health-check run (``now``: run them first, within seconds)."""

@@ -281,6 +281,17 @@ class LocalBackend(Backend):
         if uid == 0:  # root's munge socket folder is in /run; a normal user's was in the folder removed
             shutil.rmtree(_munge_socket_dir(root, uid), ignore_errors=True)
 
+    def job_container(self, spec, runtime: dict[str, Any], request, launch, job_dir: Path, work_dir: str):
+        """Through Slurm's own OCI support (``containers/slurm_job.py``): a ``srun`` first on the
+        job's PATH adds ``--container=`` the job's bundle of the image."""
+        from ..containers import slurm_job
+        from .base import ContainerLaunch, JobLaunch
+
+        bin_dir = slurm_job.prepare(request, Path(runtime["dir"]) / "etc", self.home / "containers" / "bundles",
+                                    job_dir, work_dir)
+        return ContainerLaunch(JobLaunch(launch.script, slurm_job.path_with(bin_dir, launch.env), launch.python_env),
+                               pass_through=False)
+
     def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
         """``SLURM_CONF``, for the cluster's own user only: slurm.conf names the plugins Slurm's
         commands load, and a normal user's is that user's to write (root would run its code)."""

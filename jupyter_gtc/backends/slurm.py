@@ -155,6 +155,20 @@ class SlurmBackend(Backend):
         lines += list(spec.setup)
         return JobLaunch(insert_after_header(script, lines), {}, env_dir)
 
+    def job_container(self, spec: AttachSpec, runtime: dict[str, Any], request, launch: JobLaunch, job_dir,
+                      work_dir: str):
+        """pyxis's flags pass to sbatch unchanged where the cluster's srun has pyxis (its
+        ``--help`` lists ``--container-image``); else a refusal saying whom to ask."""
+        from ..containers.runtime import INSTALL
+        from ..containers.slurm_job import ContainerRefused
+        from .base import ContainerLaunch
+
+        found = self.host(runtime).run(["srun", "--help"], check=False, timeout=30, env=self.client_env(runtime))
+        if "--container-image" in found.stdout:
+            return ContainerLaunch(launch, pass_through=True)
+        raise ContainerRefused(f"image {request.image}: cluster {spec.name}'s srun has no pyxis (no --container-image "
+                               f"in `srun --help` on {_where(spec)}); {INSTALL['pyxis']}")
+
     def _python_env(self, spec: AttachSpec, runtime: dict[str, Any], choice: Any) -> str | None:
         """The environment on the cluster first on a job's PATH: ``choice`` (a folder there, or
         "none"), else the attach spec's ``python``'s; None for none."""

@@ -25,10 +25,11 @@ CONTAINER_ID = "%n.%u.%j.%s.%t"
 UNPACK_TIMEOUT = 900
 
 
-def oci_conf(runtime: Found, rootless: bool, state_root: str | None = None) -> str:
+def oci_conf(runtime: Found, rootless: bool, state_root: str | None = None, wrapper: str = "") -> str:
     """``oci.conf`` for ``runtime`` (crun or runc): RunTimeRun (run and wait) with Query, Kill
     and Delete, which 22.05 requires with it. A rootless runtime keeps its state in the user's
-    runtime folder; root's in ``state_root``."""
+    runtime folder; root's in ``state_root``. ``wrapper``: a command that runs before the
+    runtime, given the node and the task's local id (``oci_task``: each task's own ids)."""
     root = "/run/user/%U/gtc-oci" if rootless else (state_root or "/run/gtc-oci")
     base = f"{runtime.path}{' --rootless=true' if rootless else ''} --root={root}"
     return "\n".join([
@@ -36,7 +37,7 @@ def oci_conf(runtime: Found, rootless: bool, state_root: str | None = None) -> s
         f'RunTimeQuery="{base} state {CONTAINER_ID}"',
         f'RunTimeKill="{base} kill -a {CONTAINER_ID}"',
         f'RunTimeDelete="{base} delete --force {CONTAINER_ID}"',
-        f'RunTimeRun="{base} run {CONTAINER_ID} -b %b"',
+        f'RunTimeRun="{wrapper + " %n %t " if wrapper else ""}{base} run {CONTAINER_ID} -b %b"',
         "",
     ])
 

@@ -23,7 +23,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from ..backends.base import Backend, PartitionLayout, WorkDir
+from ..backends.base import Backend, JobLaunch, PartitionLayout, WorkDir
+from ..containers import pyxis
 from ..exceptions import ClusterBusy, CommandError, GtcWarning, JobSubmitError, SpecError
 from ..hosts import Host
 from ..slurm.commands import SlurmCommands
@@ -72,6 +73,8 @@ def submit_job(store: Store, backend: Backend, record: ClusterRecord, host: Host
     # asks otherwise; then, and only then, each later attempt starts with ATTEMPT_NOTE (the
     # cluster's TaskProlog, or the script's), which APPENDED_OUTPUT_ENV asks for.
     open_mode = option(pairs, "open-mode")
+    # pyxis's --container-* flags (options or #SBATCH lines): checked before anything is made.
+    container = pyxis.request(sbatch_directives(script), options, place.path or (str(submit_dir) if submit_dir else None))
     job_dir = _new_job_dir(host, backend.jobs_root(cluster, record.runtime), name, job_dir)
     variables = {**_contract_env(cluster, job_dir), **(env or {})}
     if open_mode in (None, "append"):
@@ -79,6 +82,13 @@ def submit_job(store: Store, backend: Backend, record: ClusterRecord, host: Host
     script = script if script.startswith("#!") else "#!/bin/bash\n" + script
     try:
         launch = backend.job_launch(spec, record.runtime, script, variables, python_env)
+        sbatch_options = options
+        if container is not None:  # the backend says how its steps run in the image (backends/base.py)
+            plan = backend.job_container(spec, record.runtime, container, launch, job_dir, place.path or str(job_dir))
+            launch = plan.launch
+            if not plan.pass_through:  # sbatch without pyxis refuses the flags: they were ours to run
+                launch = JobLaunch(pyxis.strip_script(launch.script), launch.env, launch.python_env)
+                sbatch_options = pyxis.split(options)[1]
     except BaseException:
         host.remove_tree(job_dir)
         raise
@@ -91,7 +101,7 @@ def submit_job(store: Store, backend: Backend, record: ClusterRecord, host: Host
     if open_mode is None:
         extra.append("--open-mode=append")
     try:
-        slurm_id = commands().submit(job_dir / "job.sbatch", [*extra, *options], launch.env, job_dir,
+        slurm_id = commands().submit(job_dir / "job.sbatch", [*extra, *sbatch_options], launch.env, job_dir,
                                      None if own_chdir else (place.path or str(job_dir)), script_args=script_args)
     except CommandError as e:
         host.remove_tree(job_dir)  # nothing half-recorded

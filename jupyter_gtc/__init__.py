@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     # `gtc.jobs.get("pretrain")`, `gtc.clusters.list()`, `gtc.models.get("llama@prod")`, imported on first use.
-    if name in ("jobs", "clusters", "models"):
+    if name in ("jobs", "clusters", "models", "endpoints"):
         from . import namespaces
 
         return getattr(namespaces, name)

@@ -590,7 +590,11 @@ def _models():
     tuning = _tuning()  # before the lock: _tuning takes it too
     with _lock:
         if clusters.home not in _model_services:
-            _model_services[clusters.home] = ModelService(clusters.store, jobs, clusters.home, tuning.snapshot)
+            service = ModelService(clusters.store, jobs, clusters.home, tuning.snapshot)
+            from .services.endpoints import EndpointService  # serving: light until a deploy
+
+            service.endpoints = EndpointService(clusters.store, clusters, jobs, clusters.home)
+            _model_services[clusters.home] = service
         return _model_services[clusters.home]
 
 
@@ -642,3 +646,42 @@ def delete_model(ref: str) -> None:
 
 
 __all__ += ["register_model", "get_model", "list_models", "set_model_alias", "merge_model_aliases", "delete_model"]
+
+
+# -- serving: endpoints -----------------------------------------------------------------
+
+
+def deploy_model(ref: str, cluster: str, *, min_replicas: int = 1, max_replicas: int | None = None,
+                 command: list[str] | None = None, options: list[str] | None = None, wait: bool = True):
+    """Deploy version ``ref`` (``"name@prod"``) as an endpoint: ``min_replicas`` Slurm jobs of
+    ``cluster``, each running a server under Vertex's serving container contract (ours for causal
+    LMs, or ``command``: your own), behind one address served by this process. Returns the
+    ``Endpoint`` once a replica answers (``wait=False``: at once; it answers 429 until then)."""
+    return get_model(ref).deploy(cluster, min_replicas=min_replicas, max_replicas=max_replicas, command=command,
+                                 options=options, wait=wait)
+
+
+def undeploy_model(ref: str) -> None:
+    """End the endpoint of version ``ref``: its replicas' jobs are cancelled and waited for."""
+    get_model(ref).undeploy()
+
+
+def list_endpoints():
+    """Every deployed endpoint (``Endpoint``: id, model, cluster, url, replicas)."""
+    return _models().endpoints.list()
+
+
+def get_endpoint(endpoint_id: str):
+    return _models().endpoints.get(endpoint_id)
+
+
+def predict(endpoint_id: str, instances: list):
+    """The endpoint's predictions for ``instances``; ``PredictionError`` carries a refusal's status."""
+    return _models().endpoints.predict(str(endpoint_id), instances)
+
+
+def undeploy_endpoint(endpoint_id: str) -> None:
+    _models().endpoints.undeploy(str(endpoint_id))
+
+
+__all__ += ["deploy_model", "undeploy_model", "list_endpoints", "get_endpoint", "predict", "undeploy_endpoint"]

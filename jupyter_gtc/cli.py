@@ -212,6 +212,9 @@ def _parser() -> argparse.ArgumentParser:
     from .cli_models import add_model_verbs  # the registry's verbs live in their own module
 
     add_model_verbs(verbs)
+    from .cli_endpoints import add_endpoint_verbs
+
+    add_endpoint_verbs(verbs)
 
     vertex = verbs.add_parser("vertex", help="Vertex AI: a local endpoint the official SDK runs against")
     xv = vertex.add_subparsers(title="vertex commands", metavar="VERB")

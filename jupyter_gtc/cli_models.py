@@ -48,6 +48,10 @@ def add_model_verbs(verbs) -> None:
     add_register_options(register)
     register.set_defaults(func=_register)
 
+    from .cli_endpoints import add_deploy_verbs  # serving's verbs live in their own module
+
+    add_deploy_verbs(mv)
+
 
 def add_register_options(parser) -> None:
     """The options of ``gtc model register`` and of the magic ``%gtc_register``."""

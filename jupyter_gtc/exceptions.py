@@ -377,3 +377,22 @@ class ModelConflict(GtcError):
     def __init__(self, field: str, value: object, message: str):
         self.field, self.value = field, value
         super().__init__(f"{field}: {value!r}: {message}")
+
+
+class EndpointNotFound(GtcError):
+    """No deployed endpoint of that id (``gtc endpoint list`` shows those there are)."""
+
+    http_status = 404
+    google_status = "NOT_FOUND"
+
+
+class PredictionError(GtcError):
+    """An endpoint answered a prediction with an error: ``status`` is its HTTP code (400 a bad
+    request, with the reason; 429 not ready or full, retry later; 5xx the server's own)."""
+
+    google_status = "UNKNOWN"
+
+    def __init__(self, endpoint: str, status: int, message: str):
+        self.endpoint, self.status = endpoint, status
+        self.http_status = status if 400 <= status < 600 else 502
+        super().__init__(f"endpoint {endpoint} answered {status}: {message}")

@@ -14,5 +14,8 @@ clusters = SimpleNamespace(
 )
 models = SimpleNamespace(
     register=api.register_model, get=api.get_model, list=api.list_models, set_alias=api.set_model_alias,
-    delete=api.delete_model,
+    delete=api.delete_model, deploy=api.deploy_model, undeploy=api.undeploy_model,
+)
+endpoints = SimpleNamespace(
+    list=api.list_endpoints, get=api.get_endpoint, predict=api.predict, undeploy=api.undeploy_endpoint,
 )

@@ -72,6 +72,20 @@ class Model:
         self._service.delete(ModelRef(self.name, version=version))
         return self
 
+    def deploy(self, cluster: str, *, min_replicas: int = 1, max_replicas: int | None = None, **options: Any):
+        """Serve this version as an endpoint: each replica a Slurm job of ``cluster`` running a
+        server under Vertex's serving contract (``services/endpoints.py`` says what ``options``
+        take); returns the ``Endpoint`` once a replica answers."""
+        return self._service.endpoints.deploy(self, cluster, min_replicas=min_replicas, max_replicas=max_replicas,
+                                              **options)
+
+    def undeploy(self) -> None:
+        """End this version's endpoint: its front, its replicas' jobs; the registry records it."""
+        deployment = self.deployment
+        if not deployment:
+            raise SpecError("model", f"{self.name}@{self.version}", "it is not deployed (gtc endpoint list)")
+        self._service.endpoints.undeploy(deployment["endpoint"])
+
     def to_json(self, whole: bool = True) -> dict[str, Any]:
         """What the REST routes and ``gtc model show --json`` send."""
         model = self._service.tables.get_model(self.name)
@@ -106,6 +120,7 @@ class ModelService:
         self.jobs = jobs
         self.home = home
         self._study_snapshot = study_snapshot  # TuningService.snapshot: a trial's parameters for lineage
+        self.endpoints = None  # services/endpoints.EndpointService, given by api (serving)
 
     def get(self, ref: str) -> Model:
         self.settle_pending()

@@ -170,6 +170,32 @@ class ModelTables:
                         {"aliases": target.aliases, "artifact_uri": target.artifact_uri})
             return target
 
+    def set_deployment(self, ref: ModelRef, deployment: dict[str, Any] | None, user: str) -> ModelVersionRecord:
+        """Record that a version is deployed (``deployment``: its endpoint), or no longer is (None),
+        with a ``deploy`` / ``undeploy`` row of its history; a version is deployed once at a time."""
+        with self.store._connect() as db:
+            target = self._resolve(db, ref)
+            what = f"{ref.name}@{target.version}"
+            if deployment is not None and target.deployment:
+                raise ModelConflict("version", what, f"it is deployed already (endpoint "
+                                                     f"{target.deployment.get('endpoint')}); undeploy it first")
+            db.execute("UPDATE model_versions SET deployment = ? WHERE model = ? AND version = ?",
+                       (None if deployment is None else json.dumps(deployment), ref.name, target.version))
+            if deployment is not None:
+                detail = {k: deployment.get(k) for k in ("endpoint", "cluster", "min_replicas", "max_replicas")}
+                self._event(db, ref.name, target.version, user, "deploy", detail)
+            elif target.deployment:
+                self._event(db, ref.name, target.version, user, "undeploy",
+                            {"endpoint": target.deployment.get("endpoint")})
+            return self._resolve(db, ModelRef(ref.name, version=target.version))
+
+    def deployed(self) -> list[ModelVersionRecord]:
+        """Every deployed version, by model and version."""
+        with self.store._connect() as db:
+            rows = db.execute("SELECT * FROM model_versions WHERE deployment IS NOT NULL "
+                              "ORDER BY model, version").fetchall()
+            return [self._version(db, row) for row in rows]
+
     def delete_model(self, name: str, user: str) -> ModelRecord:
         """Forget a model and every version (refused while one is deployed); its history stays."""
         with self.store._connect() as db:

@@ -1,0 +1,316 @@
+"""Serving: a registered model version deployed as an endpoint (issue 27, first increment).
+
+Each replica is a Slurm job of the cluster that runs a server under Vertex's serving container
+contract (``serving/contract.py``): ours for causal LMs (``serving/lm_server.py``) or the user's
+own ``command``, started by ``serving/replica.py`` with a clean environment. In front of them one
+address per endpoint (``serving/front.py``), a thread of the process that deployed it.
+
+The registry records the deployment in the version's ``deployment`` column, with ``deploy`` and
+``undeploy`` rows of its history; a deployed version cannot be deleted (``state/models.py``).
+Nothing is half-made: a replica job that fails to submit or to start, or a row that cannot be
+written, undoes what was done before it.
+
+Limits of this increment: local clusters with the host network (a replica binds loopback, which
+only this machine reaches; a replica on another machine's node needs the node's address and a
+reachable port); ``min_replicas`` replicas are started and kept as they are (``max_replicas`` is
+recorded for the scaling rule to come); a dead replica is taken out of rotation by its failed
+health check, not yet replaced. A user's own server binds where it chooses: give it
+``GTC_SERVING_HOST`` as its address (Vertex's containers bind 0.0.0.0, which another user of
+this machine could reach; ours binds loopback and asks for the token).
+"""
+
+from __future__ import annotations
+
+import getpass
+import http.client
+import json
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from .._ports import free_ports
+from ..exceptions import EndpointNotFound, GtcError, JobTimeout, PredictionError, SpecError
+from ..registry.rules import ModelRef
+from ..serving import contract
+from ..serving.front import Front, Replica
+from ..state.models import ModelTables, ModelVersionRecord
+
+READY_TIMEOUT = 300.0  # s deploy() waits for a replica to answer its health check
+PREDICT_TIMEOUT = 330.0  # s a prediction may take through the front (its own limit is 300)
+REPLICA_SCRIPT = '#!/bin/bash\nexec python -m jupyter_gtc.serving.replica "$1"\n'
+
+
+class Endpoint:
+    """A deployed model version: ``ep.predict(instances=[...])``, ``ep.undeploy()``. Backed by the
+    registry's row, so any process of the user finds it (``gtc.endpoints.get(ID)``)."""
+
+    def __init__(self, service: "EndpointService", endpoint_id: str):
+        self._service = service
+        self.id = endpoint_id
+
+    @property
+    def record(self) -> ModelVersionRecord:
+        return self._service.find(self.id)
+
+    @property
+    def deployment(self) -> dict[str, Any]:
+        return self.record.deployment or {}
+
+    model = property(lambda self: f"{self.record.model}@{self.record.version}")
+    cluster = property(lambda self: self.deployment["cluster"])
+
+    @property
+    def url(self) -> str:
+        front = self.deployment["front"]
+        return f"http://{front['host']}:{front['port']}/v1/endpoints/{self.id}:predict"
+
+    @property
+    def replicas(self) -> list[dict[str, Any]]:
+        """Each replica: its job, address, and (in the process serving the front) health and load."""
+        front = self._service.fronts.get(self.id)
+        return front.snapshot() if front else [dict(r) for r in self.deployment["replicas"]]
+
+    def predict(self, instances: list[Any], timeout: float = PREDICT_TIMEOUT) -> list[Any]:
+        """The predictions for ``instances`` (``[{"prompt": "...", "max_tokens": 16}]`` for our
+        LM server), through the endpoint's address as any client's; a refusal raises
+        ``PredictionError`` with its HTTP status (400 with the reason, 429 not ready or full)."""
+        return self._service.predict(self.id, instances, timeout)
+
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request the front answered: time, status, seconds, replica (``requests.jsonl``)."""
+        path = Path(self.deployment["folder"]) / "requests.jsonl"
+        try:
+            lines = path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in lines if line.endswith("}")]
+
+    def undeploy(self) -> None:
+        self._service.undeploy(self.id)
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.deployment
+        return {"id": self.id, "model": self.model, "cluster": d["cluster"], "url": self.url,
+                "min_replicas": d["min_replicas"], "max_replicas": d["max_replicas"], "replicas": self.replicas,
+                "deployed_at": d["deployed_at"], "deployed_by": d["deployed_by"], "served_by_pid": d["front"]["pid"]}
+
+    def __repr__(self) -> str:
+        return f"<Endpoint {self.id} {self.model} on {self.cluster}>"
+
+
+class EndpointService:
+    def __init__(self, store, clusters, jobs, home: Path):
+        self.tables = ModelTables(store)
+        self.clusters, self.jobs, self.home = clusters, jobs, home
+        self.fronts: dict[str, Front] = {}  # the endpoints this process serves
+
+    # -- reading --------------------------------------------------------------------------
+
+    def find(self, endpoint_id: str) -> ModelVersionRecord:
+        for record in self.tables.deployed():
+            if record.deployment.get("endpoint") == endpoint_id:
+                return record
+        known = [r.deployment.get("endpoint") for r in self.tables.deployed()]
+        raise EndpointNotFound(f"no endpoint {endpoint_id!r}; deployed: {', '.join(map(str, known)) or 'none'} "
+                               f"(gtc endpoint list)")
+
+    def get(self, endpoint_id: str) -> Endpoint:
+        self.find(str(endpoint_id))
+        return Endpoint(self, str(endpoint_id))
+
+    def list(self) -> list[Endpoint]:
+        return [Endpoint(self, r.deployment["endpoint"]) for r in self.tables.deployed()]
+
+    # -- deploying --------------------------------------------------------------------------
+
+    def deploy(self, model, cluster: str, *, min_replicas: int = 1, max_replicas: int | None = None,
+               command: list[str] | None = None, options: list[str] | None = None, wait: bool = True,
+               timeout: float = READY_TIMEOUT) -> Endpoint:
+        """``model`` (a registry ``Model``) served by ``min_replicas`` Slurm jobs of ``cluster``;
+        ``command``: a user's own server (argv, Vertex's contract) instead of ours; ``options``:
+        sbatch's for each replica (``--gpus=1``). Waits until a replica answers its health check
+        (``wait=False``: returns at once; the endpoint answers 429 until then)."""
+        max_replicas = min_replicas if max_replicas is None else max_replicas
+        _check_replicas(min_replicas, max_replicas)
+        if command is not None and (not isinstance(command, list) or not command
+                                    or not all(isinstance(c, str) and c for c in command)):
+            raise SpecError("command", command, "a server's argv as a list of strings, e.g. ['python', 'serve.py']")
+        record = model.record
+        if record.deployment:
+            raise SpecError("model", f"{record.model}@{record.version}", f"it is deployed already as endpoint "
+                                                                         f"{record.deployment['endpoint']}; "
+                                                                         f"undeploy it first")
+        self._check_cluster(cluster)
+        endpoint_id = str(secrets.randbelow(9 * 10 ** 17) + 10 ** 17)  # Vertex's ids are numbers
+        deployed_model_id = str(secrets.randbelow(9 * 10 ** 17) + 10 ** 17)
+        folder = _private_dir(self.home / "endpoints", endpoint_id)
+        jobs: list = []
+        front: Front | None = None
+        try:
+            token = secrets.token_urlsafe(32)
+            token_file = _private_file(folder / "replica.token", token)
+            health, predict = contract.routes(endpoint_id, deployed_model_id)
+            replicas = []
+            for i, port in enumerate(free_ports(min_replicas, "127.0.0.1")):
+                env = contract.container_env(port=port, storage_uri=record.artifact_uri, endpoint_id=endpoint_id,
+                                             deployed_model_id=deployed_model_id, model_name=record.model,
+                                             bind="127.0.0.1", token_file=str(token_file))
+                spec = _private_file(folder / f"replica-{i}.json", json.dumps({"command": command, "env": env}))
+                job = self.jobs.submit(cluster, REPLICA_SCRIPT, [f"--job-name=serve-{record.model}", "--nodes=1",
+                                                                 "--ntasks=1", *(options or [])],
+                                       script_args=[str(spec)], submit_dir=str(folder))
+                jobs.append(job)
+                replicas.append(Replica(job.id, "127.0.0.1", port))
+            ref = ModelRef(record.model, version=record.version)
+            front = Front(endpoint_id, replicas, token, health, predict, folder / "requests.jsonl",
+                          still_deployed=lambda: self._still_deployed(ref, endpoint_id))
+            host, port = front.address
+            deployment = {"endpoint": endpoint_id, "deployed_model_id": deployed_model_id, "cluster": cluster,
+                          "min_replicas": min_replicas, "max_replicas": max_replicas, "command": command,
+                          "replicas": [{"job": r.job, "host": r.host, "port": r.port} for r in replicas],
+                          "front": {"host": host, "port": port, "pid": os.getpid()}, "folder": str(folder),
+                          "deployed_at": time.time(), "deployed_by": _user()}
+            self.tables.set_deployment(ref, deployment, _user())
+            self.fronts[endpoint_id] = front.start()
+        except BaseException:
+            if front is not None:
+                front.server_close()
+            self._end_jobs(jobs)
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        endpoint = Endpoint(self, endpoint_id)
+        if wait:
+            try:
+                self._wait_ready(endpoint_id, jobs, timeout)
+            except BaseException:
+                self.undeploy(endpoint_id)
+                raise
+        return endpoint
+
+    def _check_cluster(self, cluster: str) -> None:
+        found = self.clusters.get(cluster, with_status=False)  # ClusterNotFound names the known ones
+        network = getattr(getattr(found.spec, "local", None), "network", None)
+        if found.backend != "local" or network != "host":
+            raise SpecError("cluster", cluster, f"this first serving increment deploys to local clusters with the "
+                                                f"host network (a replica binds loopback); {cluster} is a "
+                                                f"{found.backend} cluster" + (f" with network {network}"
+                                                                             if network else ""))
+
+    def _wait_ready(self, endpoint_id: str, jobs: list, timeout: float) -> None:
+        front = self.fronts[endpoint_id]
+        deadline = time.monotonic() + timeout
+        checked = 0.0
+        while not any(r["healthy"] for r in front.snapshot()):
+            now = time.monotonic()
+            if now > deadline:
+                why = "; ".join(f"{r['job']}: {r['last_error']}" for r in front.snapshot())
+                raise JobTimeout(jobs[0].id, jobs[0].name, jobs[0].state, timeout, until=f"serving ({why})")
+            if now - checked > 1.0:  # a replica whose job ended will never answer: say why at once
+                checked = now
+                for job in jobs:
+                    if job.finished:
+                        tail = "\n".join(job.logs().splitlines()[-15:])
+                        raise GtcError(f"replica job {job.id} of endpoint {endpoint_id} ended {job.state} before "
+                                       f"its server answered; its log ends:\n{tail}")
+            time.sleep(0.05)
+
+    def _still_deployed(self, ref: ModelRef, endpoint_id: str) -> bool:
+        try:
+            found = self.tables.resolve(ref).deployment
+        except GtcError:
+            return False
+        return bool(found) and found.get("endpoint") == endpoint_id
+
+    # -- predicting -------------------------------------------------------------------------
+
+    def predict(self, endpoint_id: str, instances: list[Any], timeout: float = PREDICT_TIMEOUT) -> list[Any]:
+        if not isinstance(instances, list) or not instances:
+            raise SpecError("instances", instances, "a non-empty list, e.g. [{'prompt': 'Hello', 'max_tokens': 8}]")
+        front = self.find(endpoint_id).deployment["front"]
+        body = json.dumps({"instances": instances}).encode()
+        connection = http.client.HTTPConnection(front["host"], front["port"], timeout=timeout)
+        try:
+            connection.request("POST", f"/v1/endpoints/{endpoint_id}:predict", body=body,
+                               headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            data = response.read()
+        except ConnectionRefusedError:
+            raise PredictionError(endpoint_id, 503, f"nothing answers at {front['host']}:{front['port']}: the "
+                                                    f"process that served it (pid {front['pid']}) has ended; "
+                                                    f"undeploy it and deploy again") from None
+        finally:
+            connection.close()
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            answer = None
+        if response.status != 200 or not isinstance(answer, dict) or "predictions" not in answer:
+            message = answer.get("error", {}).get("message") if isinstance(answer, dict) else None
+            raise PredictionError(endpoint_id, response.status, message or data[:300].decode(errors="replace"))
+        return answer["predictions"]
+
+    # -- undeploying ------------------------------------------------------------------------
+
+    def undeploy(self, endpoint_id: str) -> None:
+        """Stop the front (where this process serves it), cancel the replicas' jobs and wait for
+        them to end (their ports free), then clear the registry's row (an ``undeploy`` event)."""
+        record = self.find(endpoint_id)
+        front = self.fronts.pop(endpoint_id, None)
+        if front is not None:
+            front.stop()
+        deployment = record.deployment
+        jobs = []
+        for replica in deployment["replicas"]:
+            try:
+                jobs.append(self.jobs.get(replica["job"], deployment["cluster"]))
+            except GtcError:
+                pass  # the cluster or the job is gone already
+        self._end_jobs(jobs)
+        self.tables.set_deployment(ModelRef(record.model, version=record.version), None, _user())
+        folder = Path(deployment["folder"])
+        for path in folder.glob("replica*"):  # the token and specs; requests.jsonl stays, for its history
+            path.unlink(missing_ok=True)
+
+    def _end_jobs(self, jobs: list) -> None:
+        for job in jobs:
+            if not job.finished:
+                try:
+                    job.cancel()
+                except GtcError:
+                    pass
+        for job in jobs:
+            try:
+                job.wait(timeout=60)
+            except GtcError:
+                pass
+
+
+def _check_replicas(low: object, high: object) -> None:
+    if isinstance(low, bool) or not isinstance(low, int) or low < 1:
+        raise SpecError("min_replicas", low, "a whole number, 1 or more")
+    if isinstance(high, bool) or not isinstance(high, int) or high < low:
+        raise SpecError("max_replicas", high, f"a whole number, at least min_replicas ({low})")
+
+
+def _private_dir(parent: Path, name: str) -> Path:
+    parent.mkdir(mode=0o700, exist_ok=True)
+    folder = parent / name
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+def _private_file(path: Path, text: str) -> Path:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # 0600 from the start
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())

@@ -1,0 +1,229 @@
+"""An endpoint's front: one address in front of its replicas.
+
+A threaded HTTP proxy that runs in the process that deployed the endpoint (a thread of the
+notebook's kernel, of the Jupyter server, or of ``gtc model deploy``, which serves until Ctrl-C).
+A thread rather than a process of its own: it shares its owner's view of the replicas and their
+token without handing them over, needs no supervisor of its own, and cannot outlive its owner as
+an orphan holding a port; the price is that an endpoint answers as long as its owner runs.
+
+Who may call is decided as the local Vertex endpoint decides it (``vertex/guard.py``, reused):
+the owner's own processes on this machine (their socket's uid in the kernel's tables), nobody
+else; browsers' requests are refused. The body is read only after that, up to 1.5 MB.
+
+Each request goes to the healthy replica with the fewest requests outstanding (round-robin among
+equals); a replica is healthy once its health route answered 200, and is polled every
+``HEALTH_INTERVAL``. No healthy replica (starting) or every one holding ``max_outstanding``
+requests: 429 at once, never a wait. Each request is a line of ``requests.jsonl`` in the
+endpoint's folder (time, status, seconds, replica), appended as it ends, so it streams by byte
+offset as a job's metrics do.
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..vertex.guard import GuardedHandler, GuardedServer
+from .contract import MAX_REQUEST_BYTES, BadRequest, parse_body
+
+HEALTH_INTERVAL = 0.5  # s between health checks of each replica
+HEALTH_TIMEOUT = 5.0  # s a replica's health route may take (Vertex allows 10)
+PREDICT_TIMEOUT = 300.0  # s a replica may take to answer a prediction
+MAX_OUTSTANDING = 8  # requests each replica holds at once before the endpoint says 429
+
+
+@dataclass
+class Replica:
+    job: str
+    host: str
+    port: int
+    healthy: bool = False
+    outstanding: int = 0
+    served: int = 0
+    last_error: str | None = field(default=None)
+
+
+class Front(GuardedServer):
+    what = "endpoint"
+
+    def __init__(self, endpoint_id: str, replicas: list[Replica], replica_token: str, health_route: str,
+                 predict_route: str, metrics_file: Path, max_outstanding: int = MAX_OUTSTANDING,
+                 still_deployed: Callable[[], bool] | None = None, host: str = "127.0.0.1"):
+        self.endpoint_id = endpoint_id
+        self.replicas = replicas
+        self.replica_token = replica_token
+        self.health_route, self.predict_route = health_route, predict_route
+        self.max_outstanding = max_outstanding
+        self.still_deployed = still_deployed
+        self.metrics_file = metrics_file
+        self._lock = threading.Lock()
+        self._turn = itertools.count()
+        self._stop = threading.Event()
+        fd = os.open(metrics_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._metrics = os.fdopen(fd, "a", buffering=1)
+        super().__init__((host, 0), FrontHandler, token=None)  # the owner only: no token is valid
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.server_address[0], self.server_address[1]
+
+    def start(self) -> "Front":
+        threading.Thread(target=self.serve_forever, name=f"endpoint-{self.endpoint_id}", daemon=True).start()
+        threading.Thread(target=self._watch, name=f"endpoint-{self.endpoint_id}-health", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.shutdown()
+        self.server_close()
+        with self._lock:
+            self._metrics.close()
+
+    # -- choosing a replica ---------------------------------------------------------------
+
+    def take(self) -> tuple[Replica | None, str]:
+        """The replica for the next request (its outstanding count raised), or None and why."""
+        with self._lock:
+            healthy = [r for r in self.replicas if r.healthy]
+            if not healthy:
+                return None, (f"endpoint {self.endpoint_id} is not ready: none of its {len(self.replicas)} "
+                              f"replica(s) answers its health check yet; retry shortly")
+            free = [r for r in healthy if r.outstanding < self.max_outstanding]
+            if not free:
+                return None, (f"endpoint {self.endpoint_id} is full: its {len(healthy)} replica(s) hold "
+                              f"{self.max_outstanding} requests each; retry shortly")
+            fewest = min(r.outstanding for r in free)
+            equal = [r for r in free if r.outstanding == fewest]
+            chosen = equal[next(self._turn) % len(equal)]
+            chosen.outstanding += 1
+            return chosen, ""
+
+    def release(self, replica: Replica) -> None:
+        with self._lock:
+            replica.outstanding -= 1
+            replica.served += 1
+
+    def record(self, status: int, seconds: float, replica: Replica | None) -> None:
+        line = json.dumps({"time": time.time(), "status": status, "seconds": round(seconds, 6),
+                           "replica": replica.job if replica else None})
+        with self._lock:
+            if not self._metrics.closed:
+                self._metrics.write(line + "\n")
+
+    def snapshot(self) -> list[dict]:
+        with self._lock:
+            return [{"job": r.job, "address": f"{r.host}:{r.port}", "healthy": r.healthy,
+                     "outstanding": r.outstanding, "served": r.served, "last_error": r.last_error}
+                    for r in self.replicas]
+
+    # -- health -----------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        ticks = 0
+        while not self._stop.wait(HEALTH_INTERVAL):
+            for replica in list(self.replicas):
+                ok, why = self._healthy(replica)
+                with self._lock:
+                    replica.healthy, replica.last_error = ok, why
+            ticks += 1
+            # Undeployed from another process (the CLI): this front has nothing left to serve.
+            if self.still_deployed is not None and ticks % 4 == 0 and not self.still_deployed():
+                threading.Thread(target=self.stop, daemon=True).start()
+                return
+
+    def _healthy(self, replica: Replica) -> tuple[bool, str | None]:
+        connection = http.client.HTTPConnection(replica.host, replica.port, timeout=HEALTH_TIMEOUT)
+        try:
+            connection.request("GET", self.health_route, headers=self._replica_headers())
+            response = connection.getresponse()
+            body = response.read(4096)
+            return response.status == 200, None if response.status == 200 else f"{response.status}: {body[:200]!r}"
+        except OSError as e:
+            return False, f"{type(e).__name__}: {e}"
+        finally:
+            connection.close()
+
+    def _replica_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.replica_token}"}
+
+
+class FrontHandler(GuardedHandler):
+    server: Front
+    max_body = MAX_REQUEST_BYTES
+
+    def log_message(self, format: str, *args) -> None:  # requests.jsonl is the record
+        pass
+
+    def do_GET(self) -> None:
+        if not self.admit():
+            return
+        if self.path not in ("/health", f"/v1/endpoints/{self.server.endpoint_id}"):
+            self.refuse(404, "NOT_FOUND", f"no route {self.path}; POST /v1/endpoints/{self.server.endpoint_id}"
+                                          f":predict or /predict, GET /health")
+            return
+        replicas = self.server.snapshot()
+        self.send_json(200, {"endpoint": self.server.endpoint_id, "replicas": replicas,
+                             "ready": any(r["healthy"] for r in replicas)})
+
+    def do_POST(self) -> None:
+        started = time.monotonic()
+        if not self.admit():
+            return
+        if self.path not in ("/predict", f"/v1/endpoints/{self.server.endpoint_id}:predict"):
+            self.refuse(404, "NOT_FOUND", f"no route {self.path}; POST /v1/endpoints/{self.server.endpoint_id}"
+                                          f":predict or /predict")
+            return
+        length = self.body_length()
+        if length is None:
+            self.server.record(413, time.monotonic() - started, None)
+            return
+        body = self.rfile.read(length)
+        try:
+            parse_body(body)  # the shape every server takes; what an instance holds is the server's to judge
+        except BadRequest as e:
+            self.refuse(400, "INVALID_ARGUMENT", str(e))
+            self.server.record(400, time.monotonic() - started, None)
+            return
+        replica, why = self.server.take()
+        if replica is None:
+            self.refuse(429, "RESOURCE_EXHAUSTED", why)
+            self.server.record(429, time.monotonic() - started, None)
+            return
+        try:
+            status, data = self._forward(replica, body)
+        finally:
+            self.server.release(replica)
+        self.server.record(status, time.monotonic() - started, replica)
+        self.send_raw(status, data)
+
+    def _forward(self, replica: Replica, body: bytes) -> tuple[int, bytes]:
+        connection = http.client.HTTPConnection(replica.host, replica.port, timeout=PREDICT_TIMEOUT)
+        try:
+            connection.request("POST", self.server.predict_route, body=body,
+                               headers={**self.server._replica_headers(), "Content-Type": "application/json"})
+            response = connection.getresponse()
+            return response.status, response.read()
+        except OSError as e:  # the replica died meanwhile: the health check takes it out
+            with self.server._lock:
+                replica.healthy, replica.last_error = False, f"{type(e).__name__}: {e}"
+            message = f"replica {replica.job} did not answer ({type(e).__name__}); retry"
+            return 503, json.dumps({"error": {"code": 503, "message": message, "status": "UNAVAILABLE"}}).encode()
+        finally:
+            connection.close()
+
+    def send_json(self, code: int, data: dict) -> None:
+        self.send_raw(code, json.dumps(data).encode())
+
+    def send_raw(self, code: int, data: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)

@@ -1,0 +1,177 @@
+"""Serving on a real local cluster over real HTTP: a tiny Llama (saved with save_pretrained)
+deployed as a Slurm job running our LM server, predictions through the endpoint's address,
+our API and the CLI, a bad request's 400, the registry's deployment row and the refused delete,
+another local user refused, and an undeploy that leaves no job and no port; a user's own
+Vertex serving container (tests/serving/user_server.py) run unchanged, 429 while it is not
+ready and when it is full, without the deploying process's environment."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import jupyter_gtc as gtc
+from jupyter_gtc import api
+from jupyter_gtc._ports import listening
+from jupyter_gtc.exceptions import ModelConflict, PredictionError, SpecError
+from jupyter_gtc.serving.front import MAX_OUTSTANDING
+from tests.conftest import small_gpu_spec
+from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
+from tests.serving.tiny_model import generate_here, save_tiny_llama
+
+pytestmark = pytest.mark.slurm
+CLUSTER = "serving"
+USER_SERVER = Path(__file__).parent / "user_server.py"
+PROMPTS = ["The try statement", "A function definition", "The"]
+
+
+@pytest.fixture(scope="module")
+def cluster(slurm_available):
+    api.create_cluster(small_gpu_spec(CLUSTER, nodes=1, machine="n2-standard-8"))
+    yield CLUSTER
+    api.delete_cluster(CLUSTER)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return save_tiny_llama(tmp_path_factory.mktemp("llama") / "model")
+
+
+def post(url: str, body: bytes) -> tuple[int, dict]:
+    host, _, rest = url.removeprefix("http://").partition("/")
+    name, port = host.split(":")
+    connection = http.client.HTTPConnection(name, int(port), timeout=120)
+    try:
+        connection.request("POST", "/" + rest, body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def gtc_cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jupyter_gtc.cli", *argv], capture_output=True, text=True,
+                          timeout=120)
+
+
+# As another user of this machine: the endpoint's front, and the replica behind it directly.
+OTHER_USER = """
+import http.client, json, sys
+for port, path in json.loads(sys.argv[1]):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("POST", path, body=b'{"instances": [{"prompt": "x"}]}', headers={"Content-Type": "application/json"})
+    print(c.getresponse().status)
+"""
+
+
+def test_the_tiny_llama_is_deployed_answers_and_is_undeployed(cluster, tiny, monkeypatch, normal_user):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the shared cores (notes/recipes.md)
+    api.register_model(artifact_uri=str(tiny), model="llama-tiny")
+    api.register_model(artifact_uri=str(tiny), model="llama-tiny", alias="prod")
+    ep = gtc.models.get("llama-tiny@prod").deploy(cluster=CLUSTER, min_replicas=1, max_replicas=1)
+
+    # Through our API: greedy generation, the same text as in this process, batched or not.
+    expected = generate_here(tiny, PROMPTS, 8)
+    predictions = ep.predict(instances=[{"prompt": p, "max_tokens": 8} for p in PROMPTS])
+    assert [p["text"] for p in predictions] == expected
+    assert [p["tokens"] for p in predictions] == [8, 8, 8]
+    # Over plain HTTP, as any client of the user's; max_tokens as the SDK sends it (a float).
+    status, answer = post(ep.url, json.dumps({"instances": [{"prompt": PROMPTS[0], "max_tokens": 8.0}]}).encode())
+    assert status == 200 and answer["predictions"][0]["text"] == expected[0]
+    # Concurrent requests, batched by the server, each still gets its own answer.
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda p: ep.predict([{"prompt": p, "max_tokens": 8}])[0]["text"], PROMPTS * 2))
+    assert answers == expected * 2
+
+    # A bad request: 400 naming the field.
+    status, answer = post(ep.url, b'{"instances": [{"prompt": "x", "max_tokens": 0}]}')
+    assert status == 400 and "instances[0].max_tokens" in answer["error"]["message"]
+    with pytest.raises(PredictionError) as refused:
+        ep.predict([{"prompt": ""}])
+    assert refused.value.status == 400 and "instances[0].prompt" in str(refused.value)
+    status, answer = post(ep.url, b"not json")
+    assert status == 400 and "body" in answer["error"]["message"]
+
+    # The registry: the deployment row, a deploy event, and a deployed version cannot go.
+    model = api.get_model("llama-tiny@2")
+    assert model.deployment["endpoint"] == ep.id and model.deployment["cluster"] == CLUSTER
+    assert model.events[-1]["event"] == "deploy" and model.events[-1]["detail"]["endpoint"] == ep.id
+    with pytest.raises(ModelConflict, match="deployed"):
+        api.delete_model("llama-tiny@2")
+    with pytest.raises(SpecError, match="deployed already"):
+        model.deploy(cluster=CLUSTER)
+
+    # The CLI, another process of the same user.
+    listed = gtc_cli("endpoint", "list", "--json")
+    assert listed.returncode == 0 and [e["id"] for e in json.loads(listed.stdout)] == [ep.id]
+    body = json.dumps({"instances": [{"prompt": PROMPTS[1], "max_tokens": 8}]})
+    cli = gtc_cli("endpoint", "predict", ep.id, "--json", body)
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["predictions"][0]["text"] == expected[1]
+
+    # Another user of this machine: refused by the front, and by the replica (no token).
+    replica = ep.deployment["replicas"][0]
+    front = ep.deployment["front"]
+    targets = [[front["port"], f"/v1/endpoints/{ep.id}:predict"],
+               [replica["port"], f"/v1/endpoints/{ep.id}/deployedModels/{ep.deployment['deployed_model_id']}"
+                                 f":predict"]]
+    other = normal_user.python(OTHER_USER.replace("sys.argv[1]", repr(json.dumps(targets))))
+    assert other.stdout.split() == ["403", "401"], other.stderr
+
+    # Every request recorded, its status and latency.
+    statuses = [r["status"] for r in ep.requests()]
+    assert statuses.count(200) == 9 and statuses.count(400) == 3
+    assert all(r["seconds"] > 0 for r in ep.requests())
+
+    ep.undeploy()
+    job = api.get_job(replica["job"], CLUSTER)
+    assert job.finished
+    assert not listening(replica["port"]) and not listening(front["port"])
+    assert api.list_endpoints() == []
+    model = api.get_model("llama-tiny@2")
+    assert model.deployment is None and model.events[-1]["event"] == "undeploy"
+    api.delete_model("llama-tiny@2")  # no longer deployed: it may go
+
+
+def test_a_users_own_vertex_server_runs_unchanged_and_429_when_not_ready_or_full(cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("GTC_TEST_SECRET", "the Jupyter server's")  # must not reach the replica
+    folder = tmp_path / "echo"
+    folder.mkdir()
+    (folder / "model.txt").write_text("an echo")
+    api.register_model(artifact_uri=str(folder), model="echo")
+    ep = api.deploy_model("echo", CLUSTER, command=[sys.executable, str(USER_SERVER)], wait=False)
+
+    # Not ready: 429 at once, saying so.
+    with pytest.raises(PredictionError) as refused:
+        ep.predict([{"x": 1}])
+    assert refused.value.status == 429 and "not ready" in str(refused.value)
+
+    (folder / "ready").touch()
+    deadline = time.monotonic() + 120
+    while not any(r["healthy"] for r in ep.replicas):
+        assert time.monotonic() < deadline, ep.replicas
+        time.sleep(0.1)
+    assert ep.predict([{"x": 1}]) == [{"echo": {"x": 1}, "model_name": "echo", "mode": "PREDICTION",
+                                       "endpoint": ep.id, "secret": None}]
+
+    # Full: as many requests as a replica holds wait in it; the next is 429 at once.
+    (folder / "hold").touch()
+    with ThreadPoolExecutor(MAX_OUTSTANDING) as pool:
+        held = [pool.submit(ep.predict, [{"x": i}]) for i in range(MAX_OUTSTANDING)]
+        while sum(r["outstanding"] for r in ep.replicas) < MAX_OUTSTANDING:
+            time.sleep(0.05)
+        with pytest.raises(PredictionError) as refused:
+            ep.predict([{"x": "one too many"}])
+        assert refused.value.status == 429 and "full" in str(refused.value)
+        (folder / "hold").unlink()
+        assert [f.result()[0]["echo"] for f in held] == [{"x": i} for i in range(MAX_OUTSTANDING)]
+    assert sorted(r["status"] for r in ep.requests()) == [200] * (MAX_OUTSTANDING + 1) + [429, 429]
+    ep.undeploy()
+    assert api.get_model("echo").deployment is None

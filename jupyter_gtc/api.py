@@ -469,6 +469,15 @@ def vertex_tuning_jobs(cluster: str):
     return VertexTuningJobs(_jobs(), _tuning(), cluster)
 
 
+def vertex_models():
+    """Vertex AI's ModelService served from the model registry (``services/vertex_models.py``):
+    upload, get, list, listVersions, mergeVersionAliases, deleteVersion, delete; heavy as
+    ``vertex_jobs``."""
+    from .services.vertex_models import VertexModels
+
+    return VertexModels(_models(), gcs_root())
+
+
 def start_vertex_endpoint(cluster: str, port: int | None = None):
     """A local Vertex endpoint for ``cluster`` (``gtc vertex serve`` in a child of this
     process, ending with it), or the one running already; its ``api_endpoint`` is what
@@ -510,8 +519,8 @@ def vertex_request_log() -> Path:
     return folder / "requests.log"
 
 
-__all__ += ["vertex_jobs", "vertex_tuning_jobs", "start_vertex_endpoint", "find_vertex_endpoint", "gcs_root",
-            "VERTEX_TOKEN_VARIABLE"]
+__all__ += ["vertex_jobs", "vertex_tuning_jobs", "vertex_models", "start_vertex_endpoint", "find_vertex_endpoint",
+            "gcs_root", "VERTEX_TOKEN_VARIABLE"]
 
 
 # -- Vertex AI: the vertex backend ------------------------------------------------------

@@ -149,6 +149,21 @@ def job_client(runtime: dict[str, Any], home: Path, endpoint: Any = _FIND):
         return _job_clients[api]
 
 
+def model_client(runtime: dict[str, Any], home: Path):
+    """A ``ModelServiceClient`` (REST) for the target's Model Registry, as ``job_client``."""
+    from google.cloud import aiplatform_v1
+
+    endpoint = local_endpoint(runtime, home)
+    if endpoint is not None:
+        from google.auth.credentials import AnonymousCredentials
+
+        return aiplatform_v1.ModelServiceClient(credentials=AnonymousCredentials(), transport="rest",
+                                                client_options={"api_endpoint": endpoint.api_endpoint})
+    api = runtime.get("api_endpoint") or f"{runtime['region']}-aiplatform.googleapis.com"
+    return aiplatform_v1.ModelServiceClient(credentials=_credentials(), transport="rest",
+                                            client_options={"api_endpoint": api})
+
+
 def storage_client(runtime: dict[str, Any], home: Path):
     """A ``google.cloud.storage.Client`` for the target's buckets: the local endpoint's
     storage emulator, or Cloud Storage with the application default credentials."""

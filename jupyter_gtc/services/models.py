@@ -86,6 +86,17 @@ class Model:
             raise SpecError("model", f"{self.name}@{self.version}", "it is not deployed (gtc endpoint list)")
         self._service.endpoints.undeploy(deployment["endpoint"])
 
+    def export_to_vertex(self, target: str | None = None, *, display_name: str | None = None,
+                         serving_container_image_uri: str | None = None, is_default_version: bool = True):
+        """Upload this version to Vertex AI's Model Registry through Vertex target ``target``
+        (the only one attached when None; a local endpoint's too): its files to the target's
+        staging bucket, then ``Model.upload``, as a new version of the Vertex model named
+        ``display_name`` (this model's name) where there is one. Its aliases go with it
+        (``default`` where ``is_default_version``). Returns ``Exported`` (resource name, version)."""
+        from .model_export import export_to_vertex  # the Google Cloud libraries, when exporting
+
+        return export_to_vertex(self, target, display_name, serving_container_image_uri, is_default_version)
+
     def to_json(self, whole: bool = True) -> dict[str, Any]:
         """What the REST routes and ``gtc model show --json`` send."""
         model = self._service.tables.get_model(self.name)

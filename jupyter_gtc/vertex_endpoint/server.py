@@ -1,6 +1,6 @@
 """The local Vertex endpoint's HTTP server: routes of Vertex AI's ``JobService`` (v1, REST)
 for ``customJobs`` and ``hyperparameterTuningJobs`` and their operations, answered by
-``api.vertex_jobs`` and ``api.vertex_tuning_jobs``.
+``api.vertex_jobs`` and ``api.vertex_tuning_jobs``, and of ``ModelService`` (``models.py``).
 
 Who may call it is decided before any body is read (``vertex/guard.py``): its own user on
 this machine, found from the connection itself, with no secret at all; anyone else only
@@ -38,6 +38,7 @@ from typing import Any
 from .. import api
 from ..exceptions import GtcError, InvalidArgument, JobNotFound, google_error_body
 from ..vertex.guard import GuardedHandler, GuardedServer
+from . import models
 
 log = logging.getLogger("jupyter_gtc.vertex_endpoint")
 DEFAULT_BUCKET = "local-bucket"  # %gtc_vertex_local's staging bucket, there from the start
@@ -53,10 +54,10 @@ ROUTES = [
     ("POST", re.compile(_JOB + r":cancel"), "cancel"),
     ("DELETE", re.compile(_JOB), "delete"),
     ("GET", re.compile(_JOB + r"/operations/(?P<op>[^/]+)"), "get_operation"),
-]
+] + models.MODEL_ROUTES  # ModelService (models.py)
 
 
-class Endpoint:
+class Endpoint(models.ModelMethods):
     """The API's methods over ``api.vertex_jobs`` and ``api.vertex_tuning_jobs`` for one cluster;
     operations kept in memory (a delete finishes at once: its operation is done when answered)."""
 
@@ -162,9 +163,9 @@ class Handler(GuardedHandler):
             if verb == method and match:
                 try:
                     kwargs = match.groupdict()
-                    if name == "create":
+                    if name == "create" or name in models.TAKES_BODY:
                         kwargs["body"] = _json(body)
-                    if name == "list":
+                    if name == "list" or name in models.TAKES_QUERY:
                         kwargs["query"] = params
                     return 200, getattr(self.server.endpoint, name)(**kwargs)
                 except GtcError as e:

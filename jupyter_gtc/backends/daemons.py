@@ -223,6 +223,17 @@ def stop(label: str, run_dir: Path, grace: float = 0.0, keep_record: bool = Fals
     _process.reap_exited()
 
 
+def send(label: str, run_dir: Path, sig: int) -> None:
+    """Send ``sig`` to the daemon ``label`` (through its tini, which passes it on); nothing if
+    it does not run. (SIGHUP: a slurmd reads slurm.conf again.)"""
+    record = _record(label, run_dir, _daemons_uid(run_dir, None))
+    if record is not None:
+        wrapper, namespaces = record
+        init = _namespace_init(wrapper, _daemons_uid(run_dir, None)) if namespaces else wrapper
+        if init is not None:
+            _signal(init, sig)
+
+
 def _remove_record(run_dir: Path, name: str) -> None:
     """Unlink the record ``name`` through a dir fd of ``run_dir``, which no link of another
     user's leads to (owned.py): root deleting a user's cluster never unlinks elsewhere."""

@@ -44,15 +44,15 @@ from typing import Any
 
 from .. import _process
 from .._ports import free_ports, listening
-from ..exceptions import BackendUnavailable, ClusterBusy, ClusterStartError, CommandError, SpecError, SpecErrors
+from ..exceptions import BackendUnavailable, ClusterStartError, CommandError, SpecError, SpecErrors
 from ..slurm.commands import SlurmCommands
 from ..slurm.parse import READY_STATES, NodeStatus
 from ..slurm.render import (
-    UNSAFE_IN_CONF, AccountingLayout, NodeDecl, PartitionDecl, SlurmLayout, accounting_slurm_conf, render_gres_conf,
+    UNSAFE_IN_CONF, AccountingLayout, NodeDecl, SlurmLayout, accounting_slurm_conf, render_gres_conf,
     render_health_check, render_job_submit_lua, render_slurm_conf, render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
-from . import accounting, daemons, hosts, netns, owned, storage, supervisor
+from . import accounting, daemons, hosts, local_scale, netns, owned, storage, supervisor
 from . import cluster_files as files
 from ..health.checks import FAIL, FAULTS, CheckResult, NodeHealth
 from .base import Backend, ClusterStatus, NotApplied, Progress, no_progress
@@ -187,6 +187,9 @@ class LocalBackend(Backend):
         runtime["node_ports"] = {}
         runtime["munge_socket_dir"] = str(_munge_socket_dir(root))
         runtime["node_slots"] = {}
+        # slurmctld reaches a node added at run time only at SlurmdPort (local_scale.py); a
+        # cluster made before this restarts slurmctld to scale.
+        runtime["live_scale"] = local_scale.new_runtime()
         if spec.local.network == "namespaces":
             net = netns.create_network(_cluster_id(root))
             runtime["network"] = {"cluster_id": net.cluster_id, "subnet": net.subnet}
@@ -198,29 +201,7 @@ class LocalBackend(Backend):
 
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         _check_owner(old, runtime, "scale", allow_root=False)  # root's daemons would not run as the user
-        removed = sorted(set(_node_names(old)) - set(_node_names(new)))
-        if removed:
-            commands = self.commands(runtime)
-            # A job whose steps have all ended stays COMPLETING a moment (until every node has
-            # run its epilog), just after `srun` returned: nothing the scale would cut short,
-            # so wait for it to go rather than refuse.
-            def completing() -> list[str]:
-                return commands.job_ids(removed, states=["COMPLETING"])
-
-            _wait_for(lambda: not completing(), READY_TIMEOUT, lambda: ClusterBusy(
-                new.display_name, f"job(s) {', '.join(completing())} on nodes {', '.join(removed)} "
-                f"are still completing after {READY_TIMEOUT:.0f} s; scale again when they are gone"))
-            busy = commands.job_ids(removed)
-            if busy:
-                raise ClusterBusy(
-                    new.display_name, f"nodes {', '.join(removed)} would be removed but run job(s) {', '.join(busy)}; "
-                    "cancel them (or wait for them) and scale again")
-        try:
-            self._apply(new, runtime, progress, restart_controller=True)
-        except Exception:
-            progress("scaling failed; restoring the previous size")
-            self._apply(old, runtime, progress, restart_controller=True)
-            raise
+        local_scale.scale(self, old, new, runtime, progress)  # slurmctld and the jobs of nodes that stay run on
 
     def delete(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         _check_owner(spec, runtime, "delete", allow_root=True)
@@ -353,6 +334,12 @@ class LocalBackend(Backend):
         wanted = _node_names(spec)
         ports, slots = runtime["node_ports"], runtime.setdefault("node_slots", {})
         net = _net(runtime)
+        known = set(ports)  # the nodes before this change (slurmctld's, if it runs)
+        added, removed = [n for n in wanted if n not in known], sorted(known - set(wanted))
+        live = (not restart_controller and (added or removed) and runtime.get("live_scale")
+                and daemons.find("slurmctld", run) is not None)
+        if live:
+            local_scale.place(runtime, net, added, removed)
         # Left by a change whose process died before recording them (a daemon's label, or its
         # port and slot): stopped here, and started afresh below if the spec wants them.
         for label in daemons.stop_unrecorded(run):
@@ -382,9 +369,17 @@ class LocalBackend(Backend):
         if restart_controller:
             progress("restarting slurmctld with the new node list")
             daemons.stop("slurmctld", run, grace=15)
+        if live:  # a scale: the running slurmctld is told, not restarted (local_scale.py)
+            progress("adding and removing nodes in slurmctld")
+            local_scale.tell_controller(self.commands(runtime), spec, [
+                self._node_decl(_pool_of(spec, n), n, spec, runtime) for n in added], removed)
         for name in sorted(running - set(wanted)):
             progress(f"stopping node {name}")
             _stop_node(root, net, slots, name)
+        if live:
+            local_scale.reread_config(run, sorted(running & set(wanted)))
+        if runtime.get("live_scale"):
+            local_scale.start_relays(runtime, run, env)
         if _keeps_accounting(runtime):
             # While munged starts: neither MariaDB nor slurmdbd asks it anything before slurmctld does.
             accounting.start(self._accounting_layout(spec.name, runtime), self.home, spec.name, env, progress)
@@ -436,10 +431,7 @@ class LocalBackend(Backend):
         for pool in spec.compute_pools():
             for name in pool.node_names():
                 nodes.append(self._node_decl(pool, name, spec, runtime))
-        partitions = tuple(
-            PartitionDecl(part.id, tuple(n for pid in part.node_pool_ids for n in spec.pool(pid).node_names()),
-                          default=(i == 0))
-            for i, part in enumerate(spec.slurm.partitions))
+        partitions = local_scale.partitions(spec)
         etc = root / "etc"
         has_prolog = files.write_chain(etc, "prolog", spec.slurm.prolog_bash_scripts)
         has_epilog = files.write_chain(etc, "epilog", spec.slurm.epilog_bash_scripts)
@@ -448,6 +440,9 @@ class LocalBackend(Backend):
         net = _net(runtime)
         scheduling = spec.slurm.scheduling
         extra = scheduling.slurm_conf() if scheduling else {}
+        if runtime.get("live_scale"):  # room in slurmctld's node table for nodes a scale adds (local_scale.py)
+            extra.update(MaxNodeCount=str(MAX_NODES), TreeWidth="65533",
+                         SlurmdPort=str(runtime["live_scale"]["slurmd_port"]))
         if _keeps_accounting(runtime):
             extra.update(accounting_slurm_conf(self._accounting_layout(spec.name, runtime)),
                          **spec.slurm.accounting.slurm_conf())
@@ -494,7 +489,7 @@ class LocalBackend(Backend):
                 gpu_files = tuple(str(folder / f"nvidia{i}") for i in range(machine.gpu_count))
                 runtime["gpu_backing"] = "emulated (/dev/null)"
         net = _net(runtime)
-        addr = net.address(runtime["node_slots"][name]) if net else "127.0.0.1"
+        addr = net.address(runtime["node_slots"][name]) if net else local_scale.host_addr(runtime, name)
         return NodeDecl(
             name=name, addr=addr, hostname=name if net else runtime["hostname"], port=runtime["node_ports"][name],
             cpus=max(1, round(machine.vcpus * scale)), memory_mb=max(1024, int(machine.memory_gb * 1024 * scale)),
@@ -833,6 +828,7 @@ def _remove_folder(root: Path) -> None:
 def _stop_node(root: Path, net: netns.ClusterNet | None, slots: dict[str, int], name: str) -> None:
     """Stop node ``name`` and remove what it had: its namespace, its slot, its spool and GPU files."""
     daemons.stop(f"slurmd-{name}", root / "run")
+    daemons.stop(local_scale.relay_label(name), root / "run")
     if net is not None:
         netns.remove_node(net, name)
     slots.pop(name, None)

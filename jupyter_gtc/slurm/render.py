@@ -123,18 +123,21 @@ def render_slurm_conf(layout: SlurmLayout) -> str:
     lines += [f"{k}={v}" for k, v in sorted(layout.extra.items())]
     lines.append("")
     for n in layout.nodes:
-        gres = f" Gres=gpu:{n.gpu_type}:{n.gpus}" if n.gpus and n.gpu_type else (f" Gres=gpu:{n.gpus}" if n.gpus else "")
-        lines.append(
-            f"NodeName={n.name} NodeHostname={n.hostname} NodeAddr={n.addr} Port={n.port} "
-            f"CPUs={n.cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket={n.cpus} ThreadsPerCore=1 "
-            f"RealMemory={n.memory_mb}{gres} State=UNKNOWN"
-        )
+        lines.append(render_node_line(n))
     lines.append("")
     for p in layout.partitions:
         nodes = ",".join(p.nodes)
         default = "YES" if p.default else "NO"
         lines.append(f"PartitionName={p.name} Nodes={nodes} Default={default} MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
+
+
+def render_node_line(n: NodeDecl, state: str = "UNKNOWN") -> str:
+    """slurm.conf's line for node ``n``; also what `scontrol create` takes (with State=FUTURE)."""
+    gres = f" Gres=gpu:{n.gpu_type}:{n.gpus}" if n.gpus and n.gpu_type else (f" Gres=gpu:{n.gpus}" if n.gpus else "")
+    return (f"NodeName={n.name} NodeHostname={n.hostname} NodeAddr={n.addr} Port={n.port} "
+            f"CPUs={n.cpus} Boards=1 SocketsPerBoard=1 CoresPerSocket={n.cpus} ThreadsPerCore=1 "
+            f"RealMemory={n.memory_mb}{gres} State={state}")
 
 
 def render_gres_conf(layout: SlurmLayout) -> str:

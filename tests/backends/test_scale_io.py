@@ -1,6 +1,7 @@
-"""A step run right after a scale gets every node's output (issue 11).
+"""A step run right after a scale gets every node's output (issue 11), on a cluster made before
+scales ran live (its slurm.conf has no room for nodes added at run time).
 
-A scale restarts slurmctld, whose fresh node table knows no node's Slurm version until the
+Such a scale restarts slurmctld, whose fresh node table knows no node's Slurm version until the
 node registers. A new node whose first registration came too early (slurmctld not yet
 listening: its slurmd tries again 1 s later) still turned IDLE as soon as it answered the
 `scontrol reconfigure` that follows (slurmctld marks any node that answers an RPC as up), so
@@ -25,7 +26,7 @@ import time
 import pytest
 
 from jupyter_gtc import api
-from jupyter_gtc.backends import daemons
+from jupyter_gtc.backends import daemons, local_scale
 from tests.conftest import slurm, small_gpu_spec
 
 pytestmark = pytest.mark.slurm
@@ -35,7 +36,12 @@ NAME = "scaleio"
 
 @pytest.fixture(scope="module")
 def cluster(slurm_available):
-    cluster = api.create_cluster(small_gpu_spec(NAME, nodes=3))
+    # A cluster as made before scales ran live (tests/backends/test_scale_live.py): its scale
+    # restarts slurmctld, which this race is about.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(local_scale, "new_runtime", lambda: None)
+        cluster = api.create_cluster(small_gpu_spec(NAME, nodes=3))
+    assert not cluster.runtime.get("live_scale")
     yield cluster
     api.delete_cluster(NAME)
 

@@ -98,6 +98,8 @@ def test_the_tiny_llama_is_deployed_answers_and_is_undeployed(cluster, tiny, mon
     assert refused.value.status == 400 and "instances[0].prompt" in str(refused.value)
     status, answer = post(ep.url, b"not json")
     assert status == 400 and "body" in answer["error"]["message"]
+    status, answer = post(ep.url, b'{"instances": ["' + b"x" * 1_500_000 + b'"]}')  # over Vertex's 1.5 MB
+    assert status == 413 and "1500000 bytes at most" in answer["error"]["message"]
 
     # The registry: the deployment row, a deploy event, and a deployed version cannot go.
     model = api.get_model("llama-tiny@2")

@@ -52,6 +52,8 @@ def export_to_vertex(model: "Model", target: str | None = None, display_name: st
                                                 f"cluster host's): register it again with copy=True, then export "
                                                 f"that version")
     name = display_name or model.name
+    if '"' in name or "\\" in name:  # it is quoted in the list's filter
+        raise SpecError("display_name", name, "a display name without '\"' or '\\'")
     container = serving_container_image_uri or _container_image(record.lineage)
     parent = vertex_client.parent(runtime)
     client = vertex_client.model_client(runtime, clusters.home)

@@ -21,13 +21,14 @@ import datetime
 import hashlib
 import json
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
 from google.cloud.aiplatform_v1 import types as vx
 
 from ..exceptions import InvalidArgument, ModelConflict, ModelNotFound, SpecError
-from ..registry.rules import ModelRef, check_model_name
+from ..registry.rules import DEFAULT_ALIAS, ModelRef, check_model_name
 from .models import Model, ModelService
 from .vertex import gcs_path, parse, parse_filter, to_json
 
@@ -57,6 +58,10 @@ class VertexModels:
     def __init__(self, models: ModelService, gcs_root: Path):
         self.models = models
         self.gcs_root = gcs_root
+        # An upload's "is the name free" and its registration, one at a time: the endpoint
+        # serves each connection in its own thread, and two uploads of one new name must not
+        # both pass the check (the second would silently be version 2).
+        self._uploading = threading.Lock()
 
     # -- reads -----------------------------------------------------------------------
 
@@ -66,7 +71,8 @@ class VertexModels:
 
     def list(self, parent: str, query: dict[str, str]) -> dict[str, Any]:
         """Each model as its default version, by name; ``filter`` and paging as Vertex takes them."""
-        models = [self.models.get(record.name) for record in self.models.list() if record.versions]
+        models = [Model(self.models, record.name, version.version) for record in self.models.list()
+                  for version in record.versions if DEFAULT_ALIAS in version.aliases]
         resources = [self._resource(parent, m) for m in models]
         return _page(_filtered(resources, query.get("filter", "")), query, "models")
 
@@ -87,20 +93,23 @@ class VertexModels:
         if request.model_id:
             raise SpecError("model_id", request.model_id, "leave it out: the local endpoint makes a model's ID from "
                                                           "its display_name (the registry's name)")
-        if request.parent_model:
-            name = self._name_of(parent, _id_of(request.parent_model, parent, "parent_model"))
-        else:
-            name = check_model_name(model.display_name, "model.display_name")
-            if any(record.name == name for record in self.models.list()):
-                raise ModelExists("model.display_name", name,
-                                  f"a model named {name!r} is registered already (ID {model_id(name)}); give "
-                                  f"parent_model={model_id(name)!r} to add a version to it, or another display_name")
         uri = self._artifacts(model.artifact_uri)
         origin: dict[str, Any] = {"kind": ORIGIN, "version_description": model.version_description}
         if "container_spec" in model:
             origin["container_spec"] = to_json(model.container_spec)
-        added = self.models.register(model=name, alias=list(model.version_aliases), description=model.description,
-                                     labels=dict(model.labels), artifact_uri=uri, origin=origin)
+        with self._uploading:
+            if request.parent_model:
+                name = self._name_of(parent, _id_of(request.parent_model, parent, "parent_model"))
+            else:
+                name = check_model_name(model.display_name, "model.display_name")
+                if any(record.name == name for record in self.models.list()):
+                    raise ModelExists("model.display_name", name,
+                                      f"a model named {name!r} is registered already (ID {model_id(name)}); give "
+                                      f"parent_model={model_id(name)!r} to add a version to it, or another "
+                                      f"display_name")
+            added = self.models.register(model=name, alias=list(model.version_aliases),
+                                         description=model.description, labels=dict(model.labels), artifact_uri=uri,
+                                         origin=origin)
         resource = f"{parent}/models/{model_id(name)}"
         return resource, {"@type": _TYPE + "UploadModelResponse", "model": resource,
                           "modelVersionId": str(added.version)}

@@ -104,6 +104,8 @@ def test_upload_a_folder_then_a_version_with_an_alias_is_a_registry_model(aiplat
     with pytest.raises(exceptions.BadRequest, match="alias"):
         aiplatform.Model.upload(display_name="sdk-tiny", parent_model=model_id(first), artifact_uri=str(folder),
                                 serving_container_image_uri=IMAGE, version_aliases=["Prod!"])
+    with pytest.raises(exceptions.BadRequest, match="display_name"):  # the registry's name: a folder's
+        aiplatform.Model.upload(display_name="my model/v2", artifact_uri=str(folder), serving_container_image_uri=IMAGE)
     with pytest.raises(exceptions.BadRequest, match="artifact_uri"):
         aiplatform.Model.upload(display_name="sdk-none", artifact_uri="gs://local-bucket/nothing-here",
                                 serving_container_image_uri=IMAGE)

@@ -13,6 +13,7 @@ import pytest
 
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import ModelNotFound
+from jupyter_gtc.registry import ModelRef
 
 pytestmark = pytest.mark.slurm
 
@@ -136,6 +137,13 @@ def test_model_registry_lists_versions_and_moves_and_removes_aliases(aiplatform,
     with pytest.raises(exceptions.BadRequest, match="default") as refused:
         registry.delete_version("1")  # the default version
     assert google_status(refused.value) == "FAILED_PRECONDITION"
+    # A deployed version stays (the registry's deployment row, as serving records it).
+    tables, version_2 = api._models().tables, ModelRef("sdk-reg", version=2)
+    tables.set_deployment(version_2, {"endpoint": "ep-test", "cluster": "vxmodels"}, "tester")
+    with pytest.raises(exceptions.BadRequest, match="deployed") as refused:
+        registry.delete_version("2")
+    assert google_status(refused.value) == "FAILED_PRECONDITION"
+    tables.set_deployment(version_2, None, "tester")
     registry.delete_version("2")
     assert [v.version_id for v in registry.list_versions()] == ["1"]
     with pytest.raises(exceptions.BadRequest, match="only version") as refused:

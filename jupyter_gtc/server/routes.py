@@ -66,7 +66,7 @@ class BokehStaticHandler(JupyterHandler, web.StaticFileHandler):
 
 def setup_routes(web_app) -> None:
     """Add the extension's routes to a Jupyter server's tornado application."""
-    from . import feed, handlers_clusters, handlers_jobs, handlers_models, handlers_studies
+    from . import feed, handlers_clusters, handlers_endpoints, handlers_jobs, handlers_models, handlers_studies
 
     base_url = web_app.settings["base_url"]
     api_prefix = url_path_join(base_url, API_ROUTE)
@@ -76,6 +76,7 @@ def setup_routes(web_app) -> None:
         *handlers_jobs.handlers(api_prefix),
         *handlers_studies.handlers(api_prefix),
         *handlers_models.handlers(api_prefix),
+        *handlers_endpoints.handlers(api_prefix),
         *feed.handlers(api_prefix),
         (url_path_join(base_url, BOKEH_ROUTE, "(.*)"), BokehStaticHandler,
          {"path": str(bokeh_static_dir())}),

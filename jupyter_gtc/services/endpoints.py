@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,8 @@ class EndpointService:
         self.tables = ModelTables(store)
         self.clusters, self.jobs, self.home = clusters, jobs, home
         self.fronts: dict[str, Front] = {}  # the endpoints this process serves
+        self._addresses: dict[str, dict[str, Any]] = {}  # endpoint -> its front's address, once read
+        self._local = threading.local()  # each thread's kept-alive connections to fronts
 
     # -- reading --------------------------------------------------------------------------
 
@@ -229,20 +232,31 @@ class EndpointService:
     def predict(self, endpoint_id: str, instances: list[Any], timeout: float = PREDICT_TIMEOUT) -> list[Any]:
         if not isinstance(instances, list) or not instances:
             raise SpecError("instances", instances, "a non-empty list, e.g. [{'prompt': 'Hello', 'max_tokens': 8}]")
-        front = self.find(endpoint_id).deployment["front"]
+        front = self._front_address(endpoint_id)
         body = json.dumps({"instances": instances}).encode()
-        connection = http.client.HTTPConnection(front["host"], front["port"], timeout=timeout)
-        try:
-            connection.request("POST", f"/v1/endpoints/{endpoint_id}:predict", body=body,
-                               headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            data = response.read()
-        except ConnectionRefusedError:
-            raise PredictionError(endpoint_id, 503, f"nothing answers at {front['host']}:{front['port']}: the "
-                                                    f"process that served it (pid {front['pid']}) has ended; "
-                                                    f"undeploy it and deploy again") from None
-        finally:
-            connection.close()
+        for attempt in (1, 2):
+            connection = self._connection(front, timeout)
+            try:
+                connection.request("POST", f"/v1/endpoints/{endpoint_id}:predict", body=body,
+                                   headers={"Content-Type": "application/json"})
+                response = connection.getresponse()
+                data = response.read()
+            except ConnectionRefusedError:
+                self._addresses.pop(endpoint_id, None)
+                connection.close()
+                raise PredictionError(endpoint_id, 503, f"nothing answers at {front['host']}:{front['port']}: the "
+                                                        f"process that served it (pid {front['pid']}) has ended; "
+                                                        f"undeploy it and deploy again") from None
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                connection.close()
+                self._local.connections.pop((front["host"], front["port"]), None)
+                if attempt == 1 and connection.reused:  # a kept-alive connection the front had closed
+                    continue
+                raise
+            if response.will_close:
+                connection.close()
+                self._local.connections.pop((front["host"], front["port"]), None)
+            break
         try:
             answer = json.loads(data)
         except ValueError:
@@ -252,12 +266,37 @@ class EndpointService:
             raise PredictionError(endpoint_id, response.status, message or data[:300].decode(errors="replace"))
         return answer["predictions"]
 
+    def _front_address(self, endpoint_id: str) -> dict[str, Any]:
+        """Where the endpoint's front listens, read from the registry once per endpoint: a row read
+        per prediction would cost more than the prediction's overhead budget."""
+        found = self._addresses.get(endpoint_id)
+        if found is None:
+            found = self._addresses[endpoint_id] = self.find(endpoint_id).deployment["front"]
+        return found
+
+    def _connection(self, front: dict[str, Any], timeout: float) -> http.client.HTTPConnection:
+        """This thread's kept-alive connection to ``front`` (the front checks who calls once per
+        connection, from the kernel's socket tables)."""
+        connections = getattr(self._local, "connections", None)
+        if connections is None:
+            connections = self._local.connections = {}
+        key = (front["host"], front["port"])
+        connection = connections.get(key)
+        if connection is None:
+            connection = connections[key] = http.client.HTTPConnection(*key, timeout=timeout)
+            connection.reused = False
+        else:
+            connection.reused = True
+            connection.timeout = timeout
+        return connection
+
     # -- undeploying ------------------------------------------------------------------------
 
     def undeploy(self, endpoint_id: str) -> None:
         """Stop the front (where this process serves it), cancel the replicas' jobs and wait for
         them to end (their ports free), then clear the registry's row (an ``undeploy`` event)."""
         record = self.find(endpoint_id)
+        self._addresses.pop(endpoint_id, None)
         front = self.fronts.pop(endpoint_id, None)
         if front is not None:
             front.stop()

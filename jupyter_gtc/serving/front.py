@@ -48,6 +48,27 @@ class Replica:
     outstanding: int = 0
     served: int = 0
     last_error: str | None = field(default=None)
+    # Idle kept-alive connections to the replica: a new TCP connection (and a server thread) per
+    # request cost more than the tiny model's generation.
+    _idle: list = field(default_factory=list, repr=False)
+
+    def connection(self, fresh: bool = False) -> http.client.HTTPConnection:
+        if not fresh:
+            try:
+                connection = self._idle.pop()  # list.pop is atomic under the GIL
+                connection.reused = True
+                return connection
+            except IndexError:
+                pass
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=PREDICT_TIMEOUT)
+        connection.reused = False
+        return connection
+
+    def keep(self, connection: http.client.HTTPConnection) -> None:
+        if len(self._idle) < MAX_OUTSTANDING:
+            self._idle.append(connection)
+        else:
+            connection.close()
 
 
 class Front(GuardedServer):
@@ -204,19 +225,33 @@ class FrontHandler(GuardedHandler):
         self.send_raw(status, data)
 
     def _forward(self, replica: Replica, body: bytes) -> tuple[int, bytes]:
-        connection = http.client.HTTPConnection(replica.host, replica.port, timeout=PREDICT_TIMEOUT)
-        try:
-            connection.request("POST", self.server.predict_route, body=body,
-                               headers={**self.server._replica_headers(), "Content-Type": "application/json"})
-            response = connection.getresponse()
-            return response.status, response.read()
-        except OSError as e:  # the replica died meanwhile: the health check takes it out
-            with self.server._lock:
-                replica.healthy, replica.last_error = False, f"{type(e).__name__}: {e}"
-            message = f"replica {replica.job} did not answer ({type(e).__name__}); retry"
-            return 503, json.dumps({"error": {"code": 503, "message": message, "status": "UNAVAILABLE"}}).encode()
-        finally:
-            connection.close()
+        headers = {**self.server._replica_headers(), "Content-Type": "application/json"}
+        for reused in (True, False):
+            connection = replica.connection(fresh=not reused)
+            try:
+                connection.request("POST", self.server.predict_route, body=body, headers=headers)
+                response = connection.getresponse()
+                data = response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+                connection.close()
+                if connection.reused:  # an idle kept-alive connection the server had closed: once more, anew
+                    continue
+                return self._unanswered(replica, e)
+            except OSError as e:
+                connection.close()
+                return self._unanswered(replica, e)
+            if response.will_close:
+                connection.close()
+            else:
+                replica.keep(connection)
+            return response.status, data
+        raise AssertionError("unreachable")
+
+    def _unanswered(self, replica: Replica, e: OSError) -> tuple[int, bytes]:
+        with self.server._lock:  # the replica died meanwhile: the health check takes it out
+            replica.healthy, replica.last_error = False, f"{type(e).__name__}: {e}"
+        message = f"replica {replica.job} did not answer ({type(e).__name__}); retry"
+        return 503, json.dumps({"error": {"code": 503, "message": message, "status": "UNAVAILABLE"}}).encode()
 
     def send_json(self, code: int, data: dict) -> None:
         self.send_raw(code, json.dumps(data).encode())

@@ -57,6 +57,10 @@ _CHAINED = ("During handling of the above exception, another exception occurred:
 # Python's exception names do.
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure|Warning)"
                         r"(?::(?: .*)?)?$")
+# What ends a traceback's frames is what was raised, whatever its name (jupyter_gtc's own
+# SpecErrors, subprocess.TimeoutExpired, StopIteration): a class name, dotted or not, alone or
+# with its message. Only there; elsewhere a line must look like _EXCEPTION.
+_RAISED = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::(?: .*)?)?$")
 # Launchers' own exceptions, which only say that a child failed: the child's error is the cause.
 _WRAPPERS = re.compile(r"(?:^|\.)(?:ChildFailedError|CalledProcessError)\b")
 
@@ -117,7 +121,7 @@ def _python_error(lines: list[str]) -> str | None:
             continue
         if not open_tb.get(prefix) or line.startswith((" ", "\t")) or not line.strip():
             continue
-        if _EXCEPTION.match(line):
+        if _EXCEPTION.match(line) or _RAISED.match(line):
             open_tb[prefix] = False
             if not _WRAPPERS.search(line.split(":", 1)[0]):
                 first = ended.get(prefix, (i, line))[0]

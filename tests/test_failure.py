@@ -39,6 +39,20 @@ def test_the_line_that_says_why_in_real_logs(name, cause):
     assert found is not None and cause in found, found
 
 
+def test_what_a_traceback_ends_with_is_the_error_whatever_its_name():
+    """A recipe given a --data it cannot find (a real log: `gtc recipe run llama-pretrain --data
+    mydata.jsonl`) dies of jupyter_gtc's own SpecErrors under torchrun's [rank0]: prefix; it was
+    passed over for srun's 'task 0: Exited with exit code 1'. So were TimeoutExpired, StopIteration."""
+    assert first_error(log("recipe_bad_flag")) == \
+        "jupyter_gtc.exceptions.SpecErrors: 1 problem(s) in the recipe config:"
+    for raised in ("subprocess.TimeoutExpired: Command 'x' timed out after 5 seconds", "StopIteration"):
+        text = f'Traceback (most recent call last):\n  File "t.py", line 3, in <module>\n{raised}\n' \
+               "srun: error: node-0: task 0: Exited with exit code 1\n"
+        assert first_error(text) == raised
+    # Outside a traceback, a line that merely starts with a capitalised word is no error.
+    assert first_error("Epoch: 3\nDone: saved\n") is None
+
+
 def test_torchrun_names_the_worker_not_its_own_traceback():
     text = log("torchrun_worker")
     assert "ChildFailedError" in text and text.rstrip().endswith("Exited with exit code 1")

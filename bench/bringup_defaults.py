@@ -7,7 +7,9 @@ Accounting's MariaDB is shared by a GTC_HOME's clusters, so it is measured two w
 the only cluster (its create starts the database, its delete stops it), and "warm", another
 cluster of the same GTC_HOME keeping the database up, as in a session with a cluster already
 made (and in the test suite). "x alone" is each median over the baseline's; issue 24 asked for
-at most 1.1 with the supervisor and 1.5 with accounting.
+at most 1.1 with the supervisor and 1.5 with accounting. The "before" rows are clusters as the
+code before live scaling made them (their scale restarts slurmctld: backends/local_scale.py),
+measured in the same run.
 
     .venv/bin/python bench/bringup_defaults.py [--repeat 5]
 """
@@ -25,13 +27,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-# name -> (label, supervisor, accounting, another cluster keeps the database up)
+# name -> (label, supervisor, accounting, another cluster keeps the database up, scale restarts
+# slurmctld as before issue 24's live scale: a cluster made by the earlier code)
 SETUPS = {
-    "alone": ("Slurm alone (baseline)", False, False, False),
-    "supervisor": ("with the supervisor", True, False, False),
-    "acct-cold": ("with accounting, database cold", False, True, False),
-    "acct-warm": ("with accounting, database warm", False, True, True),
-    "defaults": ("defaults (both), database warm", True, True, True),
+    "alone": ("Slurm alone (baseline)", False, False, False, False),
+    "supervisor": ("with the supervisor", True, False, False, False),
+    "acct-cold": ("with accounting, database cold", False, True, False, False),
+    "acct-warm": ("with accounting, database warm", False, True, True, False),
+    "defaults": ("defaults (both), database warm", True, True, True, False),
+    "alone-old": ("before: Slurm alone, restart", False, False, False, True),
+    "acct-old": ("before: accounting warm, restart", False, True, True, True),
 }
 
 
@@ -44,14 +49,22 @@ def spec(name: str, supervisor: bool, accounting: bool, nodes: int = 2) -> dict:
             "local": {"resource_scale": 0.25, "supervisor": supervisor}}
 
 
-def measure(name: str, supervisor: bool, accounting: bool) -> tuple[float, float, float]:
+def measure(name: str, supervisor: bool, accounting: bool, restart: bool) -> tuple[float, float, float]:
     from jupyter_gtc import api
+    from jupyter_gtc.backends import local_scale
 
-    t0 = time.perf_counter()
-    cluster = api.create_cluster(spec(name, supervisor, accounting))
-    t1 = time.perf_counter()
+    new_runtime = local_scale.new_runtime
+    if restart:  # what a cluster made before live scaling records: none of it
+        local_scale.new_runtime = lambda: None
+    try:
+        t0 = time.perf_counter()
+        cluster = api.create_cluster(spec(name, supervisor, accounting))
+        t1 = time.perf_counter()
+    finally:
+        local_scale.new_runtime = new_runtime
     assert all(n.ready for n in cluster.nodes)
-    api.scale_cluster(name, "cpu", 3)  # restarts slurmctld, starts one slurmd
+    assert bool(cluster.runtime.get("live_scale")) != restart
+    api.scale_cluster(name, "cpu", 3)  # starts one slurmd (and, with restart, slurmctld again)
     t2 = time.perf_counter()
     api.delete_cluster(name)
     return t1 - t0, t2 - t1, time.perf_counter() - t2
@@ -67,11 +80,11 @@ def main() -> int:
     runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in SETUPS}
     try:
         for _ in range(args.repeat):  # interleaved, so a busy moment of the machine hits every setup
-            for key, (_, supervisor, accounting, warm) in SETUPS.items():
+            for key, (_, supervisor, accounting, warm, restart) in SETUPS.items():
                 if warm:
                     api.create_cluster(spec("keeper", False, True, nodes=1))
                 try:
-                    runs[key].append(measure("bench", supervisor, accounting))
+                    runs[key].append(measure("bench", supervisor, accounting, restart))
                 finally:
                     if warm:
                         api.delete_cluster("keeper")

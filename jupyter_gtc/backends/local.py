@@ -43,16 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import _process
-from .._ports import free_ports, listening
+from .._ports import free_ports
 from ..exceptions import BackendUnavailable, ClusterStartError, CommandError, SpecError, SpecErrors
 from ..slurm.commands import SlurmCommands
-from ..slurm.parse import READY_STATES, NodeStatus
 from ..slurm.render import (
     UNSAFE_IN_CONF, AccountingLayout, NodeDecl, SlurmLayout, accounting_slurm_conf, render_gres_conf,
     render_health_check, render_job_submit_lua, render_slurm_conf, render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
-from . import accounting, daemons, hosts, local_scale, netns, owned, storage, supervisor
+from . import accounting, daemons, hosts, local_scale, local_wait, netns, owned, storage, supervisor
 from . import cluster_files as files
 from ..health.checks import FAIL, FAULTS, CheckResult, NodeHealth
 from .base import Backend, ClusterStatus, NotApplied, Progress, no_progress
@@ -63,7 +62,6 @@ REQUIRED_PROGRAMS = {
     "sbatch": "slurm-client", "srun": "slurm-client", "unshare": "util-linux", "tini": "tini",
 }
 MAX_NODES = 64
-READY_TIMEOUT = 60.0
 STARTUP_TIMEOUT = 600.0  # a pool's startup script may install things; Vertex's VMs give it as long
 SOCKET_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path holds 108, with its NUL)
 NO_USERNS = ("this machine allows no user namespaces (sysctl user.max_user_namespaces is 0, or a "
@@ -241,6 +239,7 @@ class LocalBackend(Backend):
         progress("stopping slurmctld and munged")
         daemons.stop("slurmctld", run, uid=uid)
         accounting.stop(run, uid)
+        local_scale.stop_relays(run, uid)
         daemons.stop("munged", run, grace=2, uid=uid)
         daemons.stop_unrecorded(run, uid=uid)
         self._remove(root, uid)
@@ -384,7 +383,7 @@ class LocalBackend(Backend):
             # While munged starts: neither MariaDB nor slurmdbd asks it anything before slurmctld does.
             accounting.start(self._accounting_layout(spec.name, runtime), self.home, spec.name, env, progress)
         if munged:
-            self._wait_munged(root, Path(runtime["munge_socket_dir"]))
+            local_wait.munged(root, Path(runtime["munge_socket_dir"]))
         if daemons.find("slurmctld", run) is None:
             progress("starting slurmctld")
             daemons.start("slurmctld", ["slurmctld", "-D", "-i"], run, root / "log" / "slurmctld.out", env)
@@ -394,7 +393,7 @@ class LocalBackend(Backend):
             # nodes started before slurmctld listened were idle a second late, in one create of
             # two on a 2-core machine and in every one keeping accounting (whose slurmctld
             # loads it from slurmdbd first). Nodes start once it listens.
-            self._wait_listening(runtime)
+            local_wait.listening(runtime)
         hosts_file = root / "etc" / "hosts"  # written by _write_config; each node sees it as /etc/hosts
         for i, name in enumerate(to_start, 1):
             progress(f"starting slurmd {i}/{len(to_start)}: {name}")
@@ -416,9 +415,9 @@ class LocalBackend(Backend):
             # answers once slurmctld has rebuilt its node table, which forgets every node's
             # registration; each slurmd registers again at the end of its reload, and
             # _wait_ready waits for that.
-            self._wait_controller(runtime)
+            local_wait.controller(self.commands(runtime), runtime)
             self.commands(runtime).reconfigure()
-        self._wait_ready(spec, runtime, progress)
+        local_wait.ready(self.commands(runtime), runtime, set(_node_names(spec)), progress)
         if spec.local.supervisor and daemons.find(supervisor.LABEL, run) is None:
             # Once the nodes are up: its Python's start takes CPU the nodes' bring-up would wait for.
             progress("starting the supervisor")
@@ -540,9 +539,9 @@ class LocalBackend(Backend):
             name = sorted(pending)[0]
             return ClusterStartError(
                 f"the startup script of pool {_pool_of(spec, name).id} still runs on node {name} after "
-                f"{STARTUP_TIMEOUT:.0f} s; its output so far:\n" + _tail(files.startup_log(root, name), 20))
+                f"{STARTUP_TIMEOUT:.0f} s; its output so far:\n" + local_wait.tail(files.startup_log(root, name), 20))
 
-        _wait_for(finished, STARTUP_TIMEOUT, too_long)
+        local_wait.wait_for(finished, STARTUP_TIMEOUT, too_long)
         if not failed:
             return
         for name in failed:
@@ -553,9 +552,9 @@ class LocalBackend(Backend):
         if code is None:
             raise ClusterStartError(f"node {name} could not be set up before its slurmd started{others} "
                                     f"(mounting its storage or starting its startup script):\n"
-                                    + _tail(root / "log" / f"slurmd-{name}.out"))
+                                    + local_wait.tail(root / "log" / f"slurmd-{name}.out"))
         raise ClusterStartError(f"the startup script of pool {pool.id} failed on node {name} with exit code "
-                                f"{code}{others}; its output:\n" + _tail(files.startup_log(root, name), 20))
+                                f"{code}{others}; its output:\n" + local_wait.tail(files.startup_log(root, name), 20))
 
     def _start_munged(self, root: Path, sock_dir: Path) -> None:
         munge = root / "munge"
@@ -576,76 +575,13 @@ class LocalBackend(Backend):
             f"--pid-file={root / 'run' / 'munged.internal-pid'}", f"--log-file={root / 'log' / 'munged.log'}",
         ], root / "run", root / "log" / "munged.out", {"PATH": daemon_path()}, plain=as_user)
 
-    def _wait_munged(self, root: Path, sock_dir: Path) -> None:
-        deadline = time.monotonic() + 10
-        while not (sock_dir / "munge.socket").exists():  # made within ~20 ms: looked at often
-            if time.monotonic() > deadline:
-                raise ClusterStartError("munged did not start: " + _tail(root / "log" / "munged.out"))
-            time.sleep(0.01)
-
-    def _wait_controller(self, runtime: dict[str, Any]) -> None:
-        root = Path(runtime["dir"])
-        commands = self.commands(runtime)
-
-        def up() -> bool:
-            if daemons.find("slurmctld", root / "run") is None:
-                raise ClusterStartError("slurmctld exited:\n" + _tail(root / "log" / "slurmctld.log")
-                                        + _tail(root / "log" / "slurmctld.out"))
-            return commands.ping()
-
-        # Looked at often: slurmctld answers from 0.1 s (no accounting) to a second (it loads
-        # associations from slurmdbd first), and every create waits here.
-        _wait_for(up, READY_TIMEOUT, lambda: ClusterStartError(
-            "slurmctld did not answer within 60 s:\n" + _tail(root / "log" / "slurmctld.log")), longest=0.1)
-
-    def _wait_listening(self, runtime: dict[str, Any]) -> None:
-        root = Path(runtime["dir"])
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not listening(runtime["controller_port"]):
-            if daemons.find("slurmctld", root / "run") is None:
-                raise ClusterStartError("slurmctld exited:\n" + _tail(root / "log" / "slurmctld.log")
-                                        + _tail(root / "log" / "slurmctld.out"))
-            if time.monotonic() > deadline:
-                raise ClusterStartError(f"slurmctld did not listen within {READY_TIMEOUT:.0f} s:\n"
-                                        + _tail(root / "log" / "slurmctld.log"))
-            time.sleep(0.01)
-
-    def _wait_ready(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
-        self._wait_controller(runtime)
-        root = Path(runtime["dir"])
-        commands, wanted = self.commands(runtime), set(_node_names(spec))
-        progress(f"waiting for {len(wanted)} node(s) to register and be idle")
-        last: list = []
-
-        def ready() -> bool:
-            nonlocal last
-            dead = [n for n in sorted(wanted) if daemons.find(f"slurmd-{n}", root / "run") is None]
-            if dead:
-                raise ClusterStartError(f"slurmd of {dead[0]} exited:\n" + _tail(root / "log" / f"slurmd-{dead[0]}.log"))
-            last = [n for n in commands.nodes() if n.name in wanted]
-            return len(last) == len(wanted) and all(_up(n) for n in last)
-
-        def not_ready() -> ClusterStartError:
-            bad = ([n for n in last if not _up(n)]
-                   or [n for n in wanted if n not in {x.name for x in last}])
-            lines = []
-            for n in bad[:3]:
-                name = getattr(n, "name", n)
-                state = "missing" if not hasattr(n, "state") else (
-                    f"{n.display_state} ({n.reason})" if _registered(n) or not n.ready else
-                    f"{n.display_state}, but its slurmd has not registered with slurmctld yet")
-                lines.append(f"{name}: {state}\n{_tail(root / 'log' / f'slurmd-{name}.log')}")
-            return ClusterStartError(f"nodes not ready after {READY_TIMEOUT:.0f} s:\n" + "\n".join(lines))
-
-        _wait_for(ready, READY_TIMEOUT, not_ready)
-
     def _cancel_all(self, runtime: dict[str, Any]) -> None:
         # A controller that does not answer at once is going away with the rest: its
         # commands get seconds here, not the usual 30, so a delete never waits long on it.
         commands = self.commands(runtime, timeout=5)
         try:
             commands.cancel(commands.job_ids())
-            _wait_for(lambda: not commands.job_ids(), 5, lambda: TimeoutError())
+            local_wait.wait_for(lambda: not commands.job_ids(), 5, lambda: TimeoutError())
         except (CommandError, TimeoutError):
             pass  # the namespaces die with their nodes anyway; cancelling first is the polite part
 
@@ -828,7 +764,7 @@ def _remove_folder(root: Path) -> None:
 def _stop_node(root: Path, net: netns.ClusterNet | None, slots: dict[str, int], name: str) -> None:
     """Stop node ``name`` and remove what it had: its namespace, its slot, its spool and GPU files."""
     daemons.stop(f"slurmd-{name}", root / "run")
-    daemons.stop(local_scale.relay_label(name), root / "run")
+    local_scale.stop_relay(root / "run", name)
     if net is not None:
         netns.remove_node(net, name)
     slots.pop(name, None)
@@ -916,50 +852,3 @@ def _check_owner(spec: ClusterSpec, runtime: dict[str, Any], action: str, allow_
     raise BackendUnavailable(f"cluster {spec.name}'s Slurm runs as user {owner['name']} (uid {owner['uid']}) and "
                              f"this process as {_user_name()} (uid {me}); {action} it as {owner['name']}"
                              + (" or as root" if allow_root else ""))
-
-
-
-
-
-
-
-
-
-
-def _wait_for(check, timeout: float, error, longest: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while not check():
-        if time.monotonic() > deadline:
-            raise error()
-        time.sleep(delay)
-        delay = min(delay * 1.5, longest)
-
-
-def _up(node: NodeStatus) -> bool:
-    """Started as a create, scale or restart needs: registered and answering. A drained node is
-    up (an admin or a health check took it out of scheduling; its slurmd runs), so a drain on
-    one node never makes a change of others, or a restart of a crashed one, fail."""
-    return _registered(node) and (node.ready or (node.state in READY_STATES and "DRAIN" in node.flags
-                                                  and "NOT_RESPONDING" not in node.flags))
-
-
-def _registered(node: NodeStatus) -> bool:
-    """Whether the node's slurmd has registered with slurmctld since slurmctld last (re)built its
-    node table (a start or a reconfigure): only then does the node list its ``Version``.
-
-    IDLE alone does not say so: slurmctld turns a node that never registered IDLE as soon as
-    it answers any RPC (node_mgr.c, _node_did_resp), such as the reconfigure a scale sends,
-    while the node's protocol version stays the oldest slurmctld supports (node_conf.c,
-    create_node_record) until a registration sets it (validate_node_specs). A step on such
-    a node is launched in that old protocol, its slurmstepds answer srun's I/O in the old
-    format, which srun 22.05 cannot read (io_hdr.c, io_init_msg_read_from_fd): the step's
-    output is lost and srun still exits 0."""
-    return bool(node.extra.get("Version"))
-
-
-def _tail(path: Path, lines: int = 8) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) + "\n"
-    except OSError:
-        return f"({path.name} not written)\n"

@@ -65,7 +65,7 @@ def scale(backend: LocalBackend, old: ClusterSpec, new: ClusterSpec, runtime: di
           progress: Progress) -> None:
     """Resize to ``new``: nodes that go are drained first (a job placed on one between the check
     and the drain makes the scale refuse, and the drain is undone), then removed."""
-    from .local import _wait_for  # (local imports this module)
+    from .local_wait import wait_for
 
     live = bool(runtime.get("live_scale"))  # a cluster made before it: slurm.conf has no MaxNodeCount
 
@@ -79,7 +79,7 @@ def scale(backend: LocalBackend, old: ClusterSpec, new: ClusterSpec, runtime: di
         def completing() -> list[str]:
             return commands.job_ids(removed, states=["COMPLETING"])
 
-        _wait_for(lambda: not completing(), READY_TIMEOUT, lambda: ClusterBusy(
+        wait_for(lambda: not completing(), READY_TIMEOUT, lambda: ClusterBusy(
             new.display_name, f"job(s) {', '.join(completing())} on nodes {', '.join(removed)} "
             f"are still completing after {READY_TIMEOUT:.0f} s; scale again when they are gone"))
         _refuse_if_busy(commands, new, removed)
@@ -164,6 +164,18 @@ def new_runtime() -> dict[str, Any]:
 
 def relay_label(node: str) -> str:
     return f"relay-{node}"  # (not "slurmd-...": those labels are the nodes)
+
+
+def stop_relay(run: Path, node: str, uid: int | None = None) -> None:
+    # SIGTERM, of which it dies at once; SIGKILLed, a plain daemon's tree was waited for until
+    # this machine's init reaped it (1.3 s here), as accounting.stop says of slurmdbd's relay.
+    daemons.stop(relay_label(node), run, grace=2, uid=uid)
+
+
+def stop_relays(run: Path, uid: int | None = None) -> None:
+    for label in daemons.labels(run):
+        if label.startswith("relay-"):
+            stop_relay(run, label.removeprefix("relay-"), uid)
 
 
 def host_addr(runtime: dict[str, Any], node: str) -> str:

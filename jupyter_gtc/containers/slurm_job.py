@@ -86,11 +86,19 @@ def prepare(req: ContainerRequest, cluster_etc: Path, cache: Path, job_dir: Path
               for d in ("/tmp", "/var/tmp")]
     mounts += [{"destination": path, "type": "bind", "source": path, "options": ["rbind", "rw"]}
                for path in bound]
+    # The node's names and resolver, as enroot gives them: a rendezvous at the first node's name
+    # (torchrun's --rdzv-endpoint, gloo's own host name) resolves in the container as on the node.
+    mounts += [{"destination": path, "type": "bind", "source": path, "options": ["rbind", "ro"]}
+               for path in ("/etc/hosts", "/etc/resolv.conf", "/etc/hostname") if os.path.exists(path)]
     mounts += [{"destination": m.target, "type": "bind", "source": m.source,
                 "options": ["rbind", "ro" if m.read_only else "rw"]} for m in req.mounts]
     config["mounts"] = [m for m in config.get("mounts", []) if m["destination"] not in {n["destination"] for n in mounts}]
     config["mounts"] += mounts
     config["process"]["cwd"] = req.workdir or work_dir
+    # The node's process ids, as enroot's containers have them: in a namespace of its own every
+    # task's torchrun agent was pid 1 on the same host name, so c10d's rendezvous took the two
+    # nodes for one and waited for the second for ever.
+    config["linux"]["namespaces"] = [n for n in config["linux"].get("namespaces", []) if n["type"] != "pid"]
     folder = job_dir / "container"
     (folder / "bundle").mkdir(parents=True, mode=0o700)
     (folder / "bundle" / "config.json").write_text(json.dumps(config, indent=1))

@@ -174,12 +174,17 @@ def doctor_rows(runtimes: Runtimes | None = None) -> list[tuple[str, bool, str]]
         rows.append(("container runtime", True,
                      f"{engine.name} {engine.version}{' (rootless)' if engine.rootless else ''} at {engine.path}"
                      + (f", OCI runtime {oci.name} {oci.version}" if oci else "")
-                     + ": Vertex jobs' container_spec images run in it"))
+                     + ": Vertex jobs' container_spec images run in it"
+                     + ("; local clusters' %%sbatch --container-image jobs through Slurm's OCI support"
+                        if engine.name == "podman" and oci and all(shutil.which(t) for t in ("umoci", "skopeo"))
+                        else "; %%sbatch --container-image on local clusters also needs podman, runc (or crun), "
+                             "umoci and skopeo")))
     else:
         why = "; ".join(f.note for f in runtimes.found if f.note)
         rows.append(("container runtime", False,
                      f"none found{f' ({why})' if why else ''}: Vertex jobs run their command on the nodes and a "
-                     f"job that needs its image's entrypoint is refused; {INSTALL['podman']}"))
+                     f"job that needs its image's entrypoint is refused, as is %%sbatch --container-image on a "
+                     f"local cluster; {INSTALL['podman']}, umoci, skopeo"))
     for found in runtimes.found:
         if found.note and found.name != "docker":
             rows.append((found.name, True, f"{found.version}: {found.note}"))

@@ -3,6 +3,8 @@ as ``oci_task`` gives them to its container (Slurm 22.05 gave every container th
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from jupyter_gtc.containers import oci_task, pyxis
@@ -58,3 +60,40 @@ def test_each_task_gets_its_own_ids_and_the_images_variables_win_but_those_named
     assert (env["SLURM_PROCID"], env["SLURMD_NODENAME"], env["SLURM_NODEID"], env["SLURM_LOCALID"]) == \
         ("1", "gpu-1", "1", "0")
     assert env["PATH"] == "/usr/bin" and env["LANG"] == "C.UTF-8" and env["PYTHONPATH"] == "/mine"
+
+
+def _srun_on_path(tmp_path, monkeypatch, help_text: str) -> None:
+    """An attached cluster's srun, reached as its host runs it (this machine, no SSH): pyxis is
+    no Debian package, so its ``--help`` is what stands for it, at the wire."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\ncat <<'EOF'\n{help_text}\nEOF\n")
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def _attached_job_container(tmp_path, request):
+    from jupyter_gtc.backends.base import JobLaunch
+    from jupyter_gtc.backends.slurm import SlurmBackend
+    from jupyter_gtc.spec.attach import parse_attach_spec
+
+    backend = SlurmBackend(tmp_path)
+    launch = JobLaunch("#!/bin/bash\n#SBATCH --container-image=a:1\nsrun true\n", {"X": "1"}, None)
+    return launch, backend.job_container(parse_attach_spec({}, "site"), {}, request, launch,
+                                         tmp_path / "job", str(tmp_path))
+
+
+def test_an_attached_cluster_with_pyxis_gets_the_flags_unchanged(tmp_path, monkeypatch):
+    _srun_on_path(tmp_path, monkeypatch, "Usage: srun [OPTIONS...] executable [args...]\n"
+                                         "      --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n")
+    launch, plan = _attached_job_container(tmp_path, pyxis.request(["--container-image=a:1"], []))
+    assert plan.pass_through and plan.launch == launch
+
+
+def test_an_attached_cluster_without_pyxis_refuses_naming_the_image_and_whom_to_ask(tmp_path, monkeypatch):
+    from jupyter_gtc.containers.slurm_job import ContainerRefused
+
+    _srun_on_path(tmp_path, monkeypatch, "Usage: srun [OPTIONS...] executable [args...]\n      --container=PATH\n")
+    with pytest.raises(ContainerRefused) as info:
+        _attached_job_container(tmp_path, pyxis.request(["--container-image=a:1"], []))
+    assert "image a:1" in str(info.value) and "ask the cluster's admins for pyxis" in str(info.value)

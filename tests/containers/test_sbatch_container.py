@@ -105,3 +105,10 @@ def test_pyxis_flags_not_run_here_are_refused_by_name(cluster):
     with pytest.raises(ContainerRefused) as info:
         api.submit_job(cluster.name, "srun true\n", ["--container-image", TRAINER, "--container-writable"])
     assert "--container-writable" in str(info.value)
+
+
+def test_doctor_says_local_clusters_run_container_image_jobs():
+    from jupyter_gtc.containers import runtime
+
+    [row] = [r for r in runtime.doctor_rows(runtime.detect()) if r[0] == "container runtime"]
+    assert row[1] and "%%sbatch --container-image jobs through Slurm's OCI support" in row[2], row

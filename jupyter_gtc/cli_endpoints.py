@@ -4,7 +4,7 @@
     gtc endpoint list [--json]                          every deployed endpoint
     gtc endpoint show ENDPOINT [--json]                 one: its model, address, replicas
     gtc endpoint predict ENDPOINT --json '{"instances": [...]}'
-    gtc model deploy NAME@ALIAS --cluster C [--min-replicas N] [--max-replicas N]
+    gtc model deploy NAME@ALIAS --cluster C [--min-replicas N] [--max-replicas N] [--command ARG...]
     gtc model undeploy NAME@ALIAS
 
 An endpoint's address is served by the process that deployed it, so ``gtc model deploy`` serves
@@ -14,11 +14,12 @@ as long as the kernel.
 
 from __future__ import annotations
 
+import argparse
 import json
-import threading
+import time
 
 from . import api
-from .exceptions import SpecError
+from .exceptions import EndpointNotFound, SpecError
 
 
 def add_endpoint_verbs(verbs) -> None:
@@ -45,6 +46,9 @@ def add_deploy_verbs(model_verbs) -> None:
     deploy.add_argument("--cluster", required=True)
     deploy.add_argument("--min-replicas", type=int, default=1)
     deploy.add_argument("--max-replicas", type=int)
+    deploy.add_argument("--command", nargs=argparse.REMAINDER, metavar="ARG",
+                        help="your own server under Vertex's serving contract, instead of ours: the rest of "
+                             "the line (--command python serve.py)")
     deploy.set_defaults(func=_deploy)
     undeploy = model_verbs.add_parser("undeploy", help="end a version's endpoint and its replicas' jobs")
     undeploy.add_argument("ref", metavar="NAME[@ALIAS|@VERSION]")
@@ -88,16 +92,26 @@ def _predict(args) -> int:
 
 def _deploy(args) -> int:
     endpoint = api.deploy_model(args.ref, args.cluster, min_replicas=args.min_replicas,
-                                max_replicas=args.max_replicas)
+                                max_replicas=args.max_replicas, command=args.command or None)
     print(f"endpoint {endpoint.id}: {endpoint.model} at {endpoint.url}; serving until Ctrl-C", flush=True)
     try:
-        threading.Event().wait()
+        while not _gone(endpoint.id):  # undeployed from elsewhere (`gtc model undeploy`): nothing left to serve
+            time.sleep(1)
+        print(f"endpoint {endpoint.id} was undeployed")
+        return 0
     except KeyboardInterrupt:
         pass
-    finally:
-        api.undeploy_endpoint(endpoint.id)
-        print(f"endpoint {endpoint.id} undeployed")
+    api.undeploy_endpoint(endpoint.id)
+    print(f"endpoint {endpoint.id} undeployed")
     return 0
+
+
+def _gone(endpoint: str) -> bool:
+    try:
+        api.get_endpoint(endpoint)
+        return False
+    except EndpointNotFound:
+        return True
 
 
 def _undeploy(args) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -177,3 +178,27 @@ def test_a_users_own_vertex_server_runs_unchanged_and_429_when_not_ready_or_full
     assert sorted(r["status"] for r in ep.requests()) == [200] * (MAX_OUTSTANDING + 1) + [429, 429]
     ep.undeploy()
     assert api.get_model("echo").deployment is None
+
+
+def test_gtc_model_deploy_serves_until_ctrl_c_or_an_undeploy_elsewhere(cluster, tmp_path):
+    from tests.cli_process import running_gtc
+
+    folder = tmp_path / "echo"
+    folder.mkdir()
+    (folder / "ready").touch()
+    api.register_model(artifact_uri=str(folder), model="cli-echo")
+    argv = ("model", "deploy", "cli-echo", "--cluster", CLUSTER, "--command", sys.executable, str(USER_SERVER))
+    with running_gtc(*argv) as proc:
+        endpoint = proc.stdout.readline().split()[1].rstrip(":")
+        assert api.predict(endpoint, [{"x": 1}])[0]["echo"] == {"x": 1}  # served by the CLI's process
+        job = api.get_endpoint(endpoint).deployment["replicas"][0]["job"]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 0 and f"endpoint {endpoint} undeployed" in proc.stdout.read()
+    assert api.list_endpoints() == [] and api.get_job(job, CLUSTER).finished
+
+    with running_gtc(*argv) as proc:
+        endpoint = proc.stdout.readline().split()[1].rstrip(":")
+        undeployed = gtc_cli("model", "undeploy", "cli-echo")
+        assert undeployed.returncode == 0, undeployed.stderr
+        assert proc.wait(timeout=120) == 0 and "was undeployed" in proc.stdout.read()
+    assert api.get_model("cli-echo").events[-1]["event"] == "undeploy"

@@ -24,10 +24,11 @@ def small_gpu_spec(name: str, nodes: int = 3, machine: str = "a3-highgpu-8g", ac
 
     ``accounting``: False (here) turns slurmdbd off, True turns it on, None leaves the key out
     (on: the default a user gets). Off for most tests, which do not use sacct: with it every
-    create takes about a third of a second more (slurmdbd's start, slurmctld's registration)
-    and every scale two (slurmctld, stopping, waits for a federation thread of Slurm's that
-    sleeps 2 s at a time): tests/backends/test_local.py and tests/test_magics.py took 51-54 s
-    with it against 32-45 s without, which the suite's time limit cannot absorb
+    create takes about a third of a second more (slurmdbd's start, slurmctld's registration:
+    MariaDB making Slurm's 31 tables); a scale no longer restarts slurmctld, whose stop waited
+    on a thread of Slurm's that sleeps 2 s at a time (backends/local_scale.py). When
+    tests/backends/test_local.py and tests/test_magics.py were measured they took 51-54 s with
+    it against 32-45 s without, which the suite's time limit cannot absorb
     (bench/bringup_defaults.py; tests/backends/test_accounting.py tests the default)."""
     slurm = {"partitions": [{"id": "train", "nodePoolIds": ["gpu"]}], "loginNodePoolId": "login"}
     if accounting is not None:

@@ -52,12 +52,39 @@ class VertexTuningJobs(VertexCollection):
                 _partition_for(layouts, pool.machine_spec,
                                f"trial_job_spec.worker_pool_specs[{index}].machine_spec.machine_type", self.cluster)
         body = with_zeros(message)  # a parameter's bound of 0 is absent from the request
-        for index, pool in enumerate(body.get("trialJobSpec", {}).get("workerPoolSpecs", [])):
-            if "pythonPackageSpec" in pool:
-                raise SpecError(f"trial_job_spec.worker_pool_specs[{index}].python_package_spec",
-                                pool["pythonPackageSpec"].get("pythonModule"),
-                                "a container_spec: the local endpoint's tuning trials do not install packages yet")
+        pools = body.get("trialJobSpec", {}).get("workerPoolSpecs", [])
+        if pools and "pythonPackageSpec" in pools[0]:
+            body["local"] = {"script": self._package_script(body["trialJobSpec"])}
         return self.tuning.create(self.cluster, body, name=f"hpt-{job_id}").name
+
+    def _package_script(self, job_spec: dict[str, Any]) -> str:
+        """The trial's script for a pool 0 with a ``python_package_spec``: its packages (files of
+        the local buckets) installed into each trial's own job folder, then ``python -m`` its
+        module (``vertex/packages.py``); never into the job's Python environment."""
+        from ..spec.trial_job import script_from_worker_pools
+        from . import vertex_local
+        from .vertex import gcs_path
+
+        where = "trial_job_spec.worker_pool_specs[0].python_package_spec"
+        package = job_spec["workerPoolSpecs"][0]["pythonPackageSpec"]
+        module = package.get("pythonModule")
+        if not module:
+            raise SpecError(f"{where}.python_module", "", "the module to run with python -m (trainer.task)")
+        uris = package.get("packageUris") or []
+        if not uris:
+            raise SpecError(f"{where}.package_uris", [], "the gs:// URIs of the source packages to install")
+        root = vertex_local.gcs_root(self.jobs.clusters.home)
+        paths = []
+        for uri in uris:
+            path = gcs_path(root, uri, f"{where}.package_uris")
+            if not path.is_file():
+                raise SpecError(f"{where}.package_uris", uri, f"a package in the local buckets; there is no {path}")
+            paths.append(str(path))
+        command = ["python3", "-m", "jupyter_gtc.vertex.packages", *paths, "--", module]
+        pools = [{**job_spec["workerPoolSpecs"][0], "containerSpec": {
+            "command": command, "args": package.get("args") or [], "env": package.get("env") or []}}]
+        pools[0].pop("pythonPackageSpec")
+        return script_from_worker_pools({"workerPoolSpecs": pools + job_spec["workerPoolSpecs"][1:]})
 
     def _study(self, record: VertexJobRecord) -> Study | None:
         try:

@@ -580,3 +580,48 @@ def test_the_magic_points_a_fresh_kernel_at_the_endpoint(endpoint, monkeypatch):
     _, name, state = result.split()
     assert name.startswith("projects/my-project/locations/us-central1/customJobs/") and state == "JOB_STATE_SUCCEEDED"
     assert api.get_job("from-the-magic", "vertex").state == "COMPLETED"
+
+
+def test_a_tuning_jobs_trials_install_their_python_package_into_their_own_job_folders(aiplatform, tmp_path):
+    """The pattern of Google's tuning notebooks: each trial a python_package_spec (a source
+    package in the bucket, its module run with python -m). It is installed into each trial's
+    job folder, never into the job's Python environment (the kernel's venv, unchanged)."""
+    import sys
+    import tarfile
+    from pathlib import Path
+
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+
+    from jupyter_gtc.state import default_home
+
+    source = tmp_path / "tuned_trainer-0.1"
+    (source / "tuned_trainer").mkdir(parents=True)
+    (source / "tuned_trainer" / "__init__.py").write_text("")
+    (source / "tuned_trainer" / "task.py").write_text(
+        "import sys, hypertune\nx = float(sys.argv[-1].split('=')[1])\n"
+        "print('installed at', __file__, flush=True)\n"
+        "hypertune.HyperTune().report_hyperparameter_tuning_metric(hyperparameter_metric_tag='loss', "
+        "metric_value=(x - 1) ** 2, global_step=1)\n")
+    (source / "setup.py").write_text("from setuptools import setup\nsetup(name='tuned_trainer', version='0.1', "
+                                      "packages=['tuned_trainer'])\n")
+    bucket = default_home() / "gcs" / "local-bucket" / "packages"
+    bucket.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(bucket / "tuned_trainer-0.1.tar.gz", "w:gz") as archive:
+        archive.add(source, arcname=source.name)
+    venv_before = sorted(p.name for p in Path(sys.prefix, "lib").glob("python3*/site-packages/*"))
+    trial = aiplatform.CustomJob(display_name="package-trial", worker_pool_specs=[{
+        "machine_spec": {"machine_type": "a3-highgpu-8g"}, "replica_count": 1,
+        "python_package_spec": {"executor_image_uri": IMAGE, "python_module": "tuned_trainer.task",
+                                "package_uris": ["gs://local-bucket/packages/tuned_trainer-0.1.tar.gz"],
+                                "args": ["--epochs=1"]}}])
+    job = aiplatform.HyperparameterTuningJob(
+        display_name="tune-package", custom_job=trial, metric_spec={"loss": "minimize"},
+        parameter_spec={"x": hpt.DoubleParameterSpec(min=-2, max=2, scale="linear")},
+        max_trial_count=2, parallel_trial_count=2, search_algorithm="random")
+    job.run()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED
+    assert {t.state.name for t in job.trials} == {"SUCCEEDED"}
+    study = api.get_study(f"hpt-{job.resource_name.rsplit('/', 1)[1]}")
+    for trial_job in (api.get_job(t.job_id, "vertex") for t in study.snapshot().trials):
+        assert f"installed at {trial_job.job_dir}/python/node-0/tuned_trainer/task.py" in trial_job.logs()
+    assert sorted(p.name for p in Path(sys.prefix, "lib").glob("python3*/site-packages/*")) == venv_before

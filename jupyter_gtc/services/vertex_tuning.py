@@ -10,6 +10,7 @@ Heavy like ``vertex.py`` (the SDK's types): only the endpoint's process imports 
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from google.cloud.aiplatform_v1 import types as vx
@@ -53,8 +54,15 @@ class VertexTuningJobs(VertexCollection):
                                f"trial_job_spec.worker_pool_specs[{index}].machine_spec.machine_type", self.cluster)
         body = with_zeros(message)  # a parameter's bound of 0 is absent from the request
         pools = body.get("trialJobSpec", {}).get("workerPoolSpecs", [])
-        if pools and "pythonPackageSpec" in pools[0]:
-            body["local"] = {"script": self._package_script(body["trialJobSpec"])}
+        script = self._package_script(body["trialJobSpec"]) if pools and "pythonPackageSpec" in pools[0] else None
+        if note:  # what is not applied (psc_interface_config, ...): each trial's first log line too
+            from ..spec.job import insert_after_header
+            from ..spec.trial_job import script_from_worker_pools
+
+            script = insert_after_header(script or script_from_worker_pools(body.get("trialJobSpec") or {}),
+                                         [f"echo {shlex.quote(note)}"])
+        if script:
+            body["local"] = {"script": script}
         return self.tuning.create(self.cluster, body, name=f"hpt-{job_id}").name
 
     def _package_script(self, job_spec: dict[str, Any]) -> str:

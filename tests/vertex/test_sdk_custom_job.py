@@ -625,3 +625,28 @@ def test_a_tuning_jobs_trials_install_their_python_package_into_their_own_job_fo
     for trial_job in (api.get_job(t.job_id, "vertex") for t in study.snapshot().trials):
         assert f"installed at {trial_job.job_dir}/python/node-0/tuned_trainer/task.py" in trial_job.logs()
     assert sorted(p.name for p in Path(sys.prefix, "lib").glob("python3*/site-packages/*")) == venv_before
+
+
+def test_a_tuning_job_names_the_trial_fields_not_applied_on_it_and_in_each_trials_log(aiplatform, endpoint):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    client = aiplatform_v1.JobServiceClient(credentials=AnonymousCredentials(), transport="rest",
+                                            client_options={"api_endpoint": endpoint.api_endpoint})
+    created = client.create_hyperparameter_tuning_job(
+        parent="projects/local-project/locations/us-central1", hyperparameter_tuning_job={
+            "display_name": "tune-not-applied", "max_trial_count": 1, "parallel_trial_count": 1,
+            "study_spec": {"metrics": [{"metric_id": "loss", "goal": "MINIMIZE"}],
+                           "parameters": [{"parameter_id": "x", "double_value_spec": {"min_value": 0, "max_value": 1}}],
+                           "algorithm": "RANDOM_SEARCH"},
+            "trial_job_spec": {"worker_pool_specs": [pool(["python3", "-c", OBJECTIVE])],
+                               "psc_interface_config": {"network_attachment": "projects/p/regions/r/networkAttachments/a"}}})
+    assert created.labels["gtc_not_applied"] == "psc_interface_config", created.labels
+    job = aiplatform.HyperparameterTuningJob.get(created.name)
+    job._block_until_complete()
+    assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED  # it ran, without it
+    study = api.get_study(f"hpt-{created.name.rsplit('/', 1)[1]}")
+    [trial] = study.snapshot().trials
+    first = api.get_job(trial.job_id, "vertex").logs().splitlines()[0]
+    assert first.startswith("jupyter_gtc: not applied on this cluster: trial_job_spec.psc_interface_config "
+                            "(no Private Service Connect"), first

@@ -647,6 +647,6 @@ def test_a_tuning_job_names_the_trial_fields_not_applied_on_it_and_in_each_trial
     assert job.state == aiplatform.gapic.JobState.JOB_STATE_SUCCEEDED  # it ran, without it
     study = api.get_study(f"hpt-{created.name.rsplit('/', 1)[1]}")
     [trial] = study.snapshot().trials
-    first = api.get_job(trial.job_id, "vertex").logs().splitlines()[0]
+    first = (api.get_job(trial.job_id, "vertex").logs().splitlines() or [""])[0]
     assert first.startswith("jupyter_gtc: not applied on this cluster: trial_job_spec.psc_interface_config "
                             "(no Private Service Connect"), first

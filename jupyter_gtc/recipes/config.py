@@ -39,7 +39,9 @@ class PretrainConfig:
     checkpoint_every: int = _f(50, "save a checkpoint every N steps (and at the end)")
     keep_checkpoints: int = _f(2, "how many checkpoints to keep")
     hold_until: str | None = _f(None, "after each checkpoint, wait until this file exists (a relative path is "
-                                      "the job's folder's): a test preempts a run at a known step this way")
+                                      "from where the job runs: its job folder under `gtc recipe run`, the "
+                                      "folder it was submitted from otherwise): a test preempts a run at a known step "
+                                      "this way")
     hold_at_step: int | None = _f(None, "with hold_until: hold after this step (its metrics written), not after "
                                         "each checkpoint: a test faults a run between two checkpoints this way")
     init_from: str | None = _f(None, "continued pretraining: start from these weights (a model folder, "

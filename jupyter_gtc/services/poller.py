@@ -1,8 +1,11 @@
 """One poller per cluster per process: the only thing that asks Slurm how jobs are doing.
 
-Each tick runs one ``squeue --json --states=all`` for every watched job together, however
-many there are, and reads only the new lines of the cluster's job-completion file for jobs
-that have left slurmctld's memory. Widgets, ``Job.wait()`` and the sidebar all read its
+Each tick runs one ``squeue -h --states=all -O <fields>`` for every watched job together,
+however many there are, and reads only the new lines of the cluster's job-completion file for
+jobs that have left slurmctld's memory. Its cost stays flat with the number of jobs: squeue
+prints only the fields a view needs, a job whose fields did not change since the last tick
+keeps its JobStatus (``SqueueFormatReader``), and a view whose statuses are the same objects
+as the last tick's is not built again. Widgets, ``Job.wait()`` and the sidebar all read its
 snapshot or subscribe to its changes; none of them polls Slurm itself.
 
 The same tick also keeps a ``Snapshot`` of every job of the cluster, whoever submitted it (a
@@ -30,7 +33,7 @@ from typing import Any
 from ..exceptions import ClusterBusy, ClusterNotFound
 from ..hosts import LOCAL, Host
 from ..slurm.commands import SlurmCommands
-from ..slurm.parse import FINISHED_STATES, JobStatus
+from ..slurm.parse import FINISHED_STATES, JobStatus, SqueueFormatReader
 from ..state import Store
 from .clusters import DELETING
 from .listeners import Listeners
@@ -105,6 +108,16 @@ class ClusterPoller:
         # once per version (services/jobs.py), not on every property.
         self.version = 0
         self._views: dict[str, JobView] = {}
+        self._reader = SqueueFormatReader()  # the last squeue's jobs: only changed ones are parsed
+        # The statuses each view and snapshot view was built from, to skip building it again
+        # when the tick brought the very same objects.
+        self._built: dict[str, tuple[JobStatus, ...]] = {}
+        self._snapshot_built: dict[str, tuple[JobStatus, ...]] = {}
+        # The last tick's queue (the reader's list: the same object while no job changed), its
+        # jobs by the id a user submitted, and the watched ids its views were last looked at for.
+        self._grouped: tuple[list[JobStatus] | None, set[str], dict[str, list[JobStatus]]] = (None, set(), {})
+        self._settled: tuple[list[JobStatus] | None, set[str]] = (None, set())
+        self._snapshot_queue: list[JobStatus] | None = None
         self._watched: set[str] = set()
         # Completion-log lines of watched jobs, kept until the job's view is finished: the line
         # can be read while squeue still shows the job COMPLETING, and is read only once.
@@ -254,8 +267,14 @@ class ClusterPoller:
     def _poll(self, began: float) -> bool:
         try:
             commands = self._commands()
-            queue = commands.queue()
-            listed = {status.parent_id for status in queue}
+            # A SlurmCommands' reader, kept across ticks, parses only what changed; Vertex's has none.
+            queue = commands.queue(self._reader) if isinstance(commands, SlurmCommands) else commands.queue()
+            if queue is not self._grouped[0]:
+                queued: dict[str, list[JobStatus]] = {}
+                for status in queue:
+                    queued.setdefault(status.parent_id, []).append(status)
+                self._grouped = (queue, set(queued), queued)
+            _, listed, queued = self._grouped
             with self._changed:  # watched, yet slurmctld has forgotten them and nothing says how they ended
                 unseen = [i for i in self._watched if i not in listed and i not in self._ended
                           and i not in self._finished]
@@ -274,9 +293,6 @@ class ClusterPoller:
             self._notify([])
             return False
         self.warning = None
-        queued: dict[str, list[JobStatus]] = {}
-        for status in queue:
-            queued.setdefault(status.parent_id, []).append(status)
         changed: list[JobView] = []
         with self._changed:
             for status in finished:
@@ -286,21 +302,29 @@ class ClusterPoller:
                 self._finished.move_to_end(status.parent_id)
             while len(self._finished) > FINISHED_KEPT:
                 self._finished.popitem(last=False)
-            for slurm_id in list(self._watched):
+            # Nothing a view is made of changed since the last tick: no view to look at again.
+            settled = queue is self._settled[0] and not finished and self._watched == self._settled[1]
+            for slurm_id in [] if settled else list(self._watched):
                 # The queue last: slurmctld's view wins while it has one. (A job watched after
                 # its completion line was read finds it among the kept ones.)
                 ended = self._ended.get(slurm_id) or self._finished.get(slurm_id, [])
-                statuses = ended + queued.get(slurm_id, [])
+                statuses = (*ended, *queued.get(slurm_id, ()))
                 if not statuses:
                     continue
-                view = _keep_paths(_aggregate(slurm_id, statuses), self._views.get(slurm_id))
-                if view != self._views.get(slurm_id):
+                old = self._views.get(slurm_id)
+                if old is not None and self._built.get(slurm_id) == statuses:
+                    continue  # the same statuses as the last tick's (tuples compare items by identity first)
+                view = _keep_paths(_aggregate(slurm_id, statuses), old)
+                self._built[slurm_id] = statuses
+                if view != old:
                     self._views[slurm_id] = view
                     changed.append(view)
                 if view.finished:
                     self._watched.discard(slurm_id)
                     self._ended.pop(slurm_id, None)
-            seen = self._take_snapshot(queued, began) if began < self._wanted_until else []
+                    self._built.pop(slurm_id, None)
+            self._settled = (queue, set(self._watched))
+            seen = self._take_snapshot(queue, queued, bool(finished), began) if began < self._wanted_until else []
             if changed or seen:
                 self.version += 1
         for view in changed:
@@ -334,6 +358,9 @@ class ClusterPoller:
             self._watched.clear()
             self._ended.clear()
             self._finished.clear()
+            self._built.clear()
+            self._snapshot_built.clear()
+            self._grouped, self._settled, self._snapshot_queue = (None, set(), {}), (None, set()), None
             self._snapshot = EMPTY
 
     def _prefetch_logs(self) -> None:
@@ -345,17 +372,27 @@ class ClusterPoller:
         except Exception as e:  # noqa: BLE001 - the followers read for themselves instead
             log.warning("could not read the followed logs of %s: %s", self.cluster, e)
 
-    def _take_snapshot(self, queued: dict[str, list[JobStatus]], began: float) -> list[JobView]:
+    def _take_snapshot(self, queue: list[JobStatus], queued: dict[str, list[JobStatus]], finished: bool,
+                       began: float) -> list[JobView]:
         """Replace the snapshot with this tick's (under the lock); returns the views that changed."""
-        before = self._snapshot.views
-        views, seen = {}, []
+        if queue is self._snapshot_queue and not finished and self._snapshot is not EMPTY:
+            self._snapshot = replace(self._snapshot, taken_at=began)  # no job changed: the same views
+            return []
+        self._snapshot_queue = queue
+        before, built_before = self._snapshot.views, self._snapshot_built
+        views, seen, built = {}, [], {}
         for slurm_id in [*self._finished, *(i for i in queued if i not in self._finished)]:
             old = before.get(slurm_id)
-            view = _keep_paths(_aggregate(slurm_id, self._finished.get(slurm_id, []) + queued.get(slurm_id, [])), old)
+            statuses = (*self._finished.get(slurm_id, ()), *queued.get(slurm_id, ()))
+            built[slurm_id] = statuses
+            if old is not None and built_before.get(slurm_id) == statuses:
+                views[slurm_id] = old
+                continue
+            view = _keep_paths(_aggregate(slurm_id, list(statuses)), old)
             views[slurm_id] = view
             if view != old:
                 seen.append(view)
-        self._snapshot = Snapshot(views, frozenset(queued), began)
+        self._snapshot, self._snapshot_built = Snapshot(views, frozenset(queued), began), built
         return seen
 
     def _notify(self, changed: list[JobView]) -> None:

@@ -7,12 +7,14 @@ completion file, are read through the host too.
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 from .. import _process
 from ..exceptions import CommandError
 from ..hosts import LOCAL, Host
-from .parse import SACCT_FIELDS, JobStatus, NodeStatus, parse_jobcomp, parse_sacct, parse_scontrol_nodes, parse_squeue_json
+from .parse import (SACCT_FIELDS, SQUEUE_ENV, JobStatus, NodeStatus, SqueueFormatReader, parse_jobcomp, parse_sacct,
+                    parse_scontrol_nodes, parse_squeue_json, squeue_format)
 
 # What slurmctld answers (its slurm_errno.c) when a job action does not fit the job's state or
 # kind: the request's mistake, not Slurm failing. scontrol prints it, then "for job N".
@@ -82,9 +84,19 @@ class SlurmCommands:
                                 *(script_args or [])], env={**env, **self.env}, timeout=self.timeout)
         return result.stdout.strip().split(";")[0]
 
-    def queue(self) -> list[JobStatus]:
-        """Every job slurmctld still knows, finished ones included (for MinJobAge), in one call.
-        (``squeue --json`` ignores filters such as -j in 22.05, so callers filter.)"""
+    def queue(self, reader: SqueueFormatReader | None = None) -> list[JobStatus]:
+        """Every job slurmctld still knows, finished ones included (for MinJobAge), in one call:
+        ``squeue -h -O`` with only ``SQUEUE_FIELDS`` (not ``--json``: ~12x fewer bytes, and its
+        layout changes with each release). ``reader``, kept from call to call (the poller's),
+        parses only the jobs that changed since its last call."""
+        spec, sep, end = squeue_format(secrets.token_hex(8))  # new each call: no name can hold it
+        result = self.host.run(["squeue", "--noheader", "--states=all", "-O", spec],
+                               env={**self.env, **SQUEUE_ENV}, timeout=self.timeout)
+        return (reader or SqueueFormatReader()).read(result.stdout, sep, end, as_json=self.queue_json)
+
+    def queue_json(self) -> list[JobStatus]:
+        """``queue()`` through ``squeue --json``: asked only for a job whose name, paths or
+        comment hold the -O separator (0x1f), once each time such a job changes."""
         return parse_squeue_json(self.run(["squeue", "--json", "--states=all"]).stdout)
 
     def finished_jobs(self, offset: int = 0, unseen: list[str] | None = None) -> tuple[list[JobStatus], int]:

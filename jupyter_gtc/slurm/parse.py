@@ -7,6 +7,7 @@ that has stayed stable across Slurm releases (unlike the ``--json`` layouts).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..exceptions import SlurmError
@@ -216,6 +217,141 @@ def parse_squeue_json(text: str) -> list[JobStatus]:
             comment=j.get("comment") or "",
         ))
     return jobs
+
+
+# What the poller asks ``squeue -h -O`` for each tick: the fields JobStatus holds, no more
+# (``--json`` sends ~3 KB a job, these ~250 bytes). -O's names and what they print are the
+# same from 22.05 to 25.05 (src/squeue/opts.c, print.c at each release's tag) but for two:
+# exit_code is the raw wait status in 22.05 and "code:signal" from 23.02; StdOut's default is
+# "<dir>/slurm-<id>.out" to 23.11 and the pattern "<dir>/slurm-%j.out" (%A_%a) from 24.05.
+# Slurm's own values come first; text a user chooses (paths, the comment, the name: any
+# character, a newline included) after them, so it can shift no field that Slurm sets.
+SQUEUE_FIELDS = ("JobId", "ArrayJobId", "ArrayTaskId", "State", "exit_code", "RestartCnt", "StartTime",
+                 "EndTime", "SubmitTime", "UserName", "BatchHost", "NodeList", "Reason", "WorkDir", "StdOut",
+                 "Comment", "Name")
+# Times as epoch seconds (squeue's strftime: glibc's %s), not local time to be guessed back;
+# in UTC, where no hour repeats at a clock change (and glibc reads no zone file per time).
+SQUEUE_ENV = {"SLURM_TIME_FORMAT": "%s", "TZ": "UTC"}
+FIELD_SEP = "\x1f"  # ASCII's unit separator: one byte a field, and never in what Slurm sets
+
+
+def squeue_format(token: str) -> tuple[str, str, str]:
+    """-O's argument for ``SQUEUE_FIELDS``, and the field and record separators it prints: each
+    field at full width (``:0``) followed by FIELD_SEP, the last by a record end that holds
+    ``token`` (a fresh one per call), so that no name, path or comment can end a record and
+    forge another job's. A user's text that holds FIELD_SEP itself makes a record of too many
+    fields: ``SqueueFormatReader`` reads that job from ``--json`` instead."""
+    end = f"\x1e{token}\x1e"
+    spec = ",".join(f"{name}:0{FIELD_SEP}" for name in SQUEUE_FIELDS[:-1])
+    return f"{spec},{SQUEUE_FIELDS[-1]}:0{end}", FIELD_SEP, end
+
+
+class SqueueFormatReader:
+    """Reads ``squeue -h -O squeue_format(token)`` into JobStatus, parsing only the jobs whose
+    record changed since the last call: an unchanged job keeps the JobStatus object it had
+    (the poller then skips it too), and an output whose records are all as before returns the
+    very list the last call did. Holds only the jobs of the last output."""
+
+    def __init__(self):
+        self._known: dict[str, JobStatus] = {}
+        self._records: list[str] = []
+        self._jobs: list[JobStatus] = []
+
+    def read(self, text: str, sep: str, end: str,
+             as_json: Callable[[], list[JobStatus]] | None = None) -> list[JobStatus]:
+        """``as_json``: the queue as ``--json`` has it, asked for only where a record holds more
+        fields than were asked for (a user's text with ``sep`` in it), and only when that
+        record is new or changed; without it, such a record is an error."""
+        records = text.split(end + "\n")[:-1]  # squeue ends each job's line after our record end
+        if records == self._records:
+            return self._jobs
+        known, jobs, seen, odd = self._known, [], {}, []
+        for record in records:
+            status = known.get(record)
+            if status is None:
+                fields = record.split(sep)
+                if len(fields) > len(SQUEUE_FIELDS) and as_json is not None:
+                    odd.append((len(jobs), record, fields[0]))
+                    jobs.append(None)
+                    continue
+                status = parse_squeue_fields(fields)
+            seen[record] = status
+            jobs.append(status)
+        if odd:
+            by_id = {j.job_id: j for j in as_json()}
+            for at, record, raw_id in odd:
+                status = _json_twin(by_id, raw_id, record.split(sep))
+                seen[record] = jobs[at] = status
+        self._known, self._records, self._jobs = seen, records, jobs
+        return jobs
+
+
+def _json_twin(by_id: dict[str, JobStatus], raw_id: str, fields: list[str]) -> JobStatus:
+    """The ``--json`` status of the job whose -O record is ``fields`` (its first fields, Slurm's
+    own, are intact); as far as those fields go where --json no longer lists it."""
+    array_job, array_task = fields[1], fields[2]
+    job_id = f"{array_job}_{array_task}" if array_task.isdigit() else (array_job if array_task != "N/A" else raw_id)
+    twin = by_id.get(job_id)
+    if twin is not None:
+        return twin
+    head = fields[:12] + [""] * (len(SQUEUE_FIELDS) - 12)
+    return parse_squeue_fields(head)
+
+
+def parse_squeue_format(text: str, sep: str, end: str) -> list[JobStatus]:
+    """``squeue -h -O squeue_format(...)`` of Slurm 22.05 to 25.05, all of it."""
+    return SqueueFormatReader().read(text, sep, end)
+
+
+def parse_squeue_fields(fields: list[str] | tuple[str, ...]) -> JobStatus:
+    """One job's ``SQUEUE_FIELDS`` as squeue printed them (any release from 22.05)."""
+    if len(fields) != len(SQUEUE_FIELDS):
+        raise SlurmError(f"squeue printed {len(fields)} fields for a job where {len(SQUEUE_FIELDS)} were asked "
+                         f"({', '.join(SQUEUE_FIELDS)}): {fields[:3]}...")
+    (raw_id, array_job, array_task, state, exit_code, restarts, start, end, submit, user, batch_host, nodes,
+     reason, work_dir, stdout, comment, name) = fields
+    # ArrayTaskId: "N/A" for a job that is no array, "2-3" (or "2-3%1") for the array's tasks not
+    # yet started, which are one record under the array's id, as --json has them.
+    is_task = array_task.isdigit()
+    job_id = f"{array_job}_{array_task}" if is_task else (array_job if array_task != "N/A" else raw_id)
+    if stdout in (f"{work_dir}/slurm-{raw_id}.out", f"{work_dir}/slurm-%j.out", f"{work_dir}/slurm-%A_%a.out"):
+        stdout = ""  # squeue's spelling of sbatch's default, which expand_output_path knows
+    return JobStatus(
+        job_id=job_id,
+        state=state or "UNKNOWN",
+        exit_code=_format_exit_code(exit_code, state),
+        reason=_none(reason),
+        nodes=nodes,
+        name=name,
+        array_job_id=array_job if is_task else None,
+        array_task_id=int(array_task) if is_task else None,
+        start_time=_epoch(start),
+        end_time=_epoch(end) if state in FINISHED_STATES else None,
+        restart_count=_int(restarts),
+        user=user,
+        submit_time=_epoch(submit),
+        log_path=expand_output_path(stdout, work_dir=work_dir, job_id=job_id,
+                                    array_job_id=array_job if is_task else None,
+                                    array_task_id=int(array_task) if is_task else None, user=user, name=name,
+                                    node=batch_host if batch_host not in ("n/a", "(null)") else ""),
+        work_dir=work_dir,
+        comment=comment if comment != "(null)" else "",
+    )
+
+
+def _format_exit_code(text: str, state: str) -> int | None:
+    """22.05 prints the wait status (768), 23.02 on "3:0" (code:signal; empty for none)."""
+    if state not in FINISHED_STATES or not text:
+        return None
+    code, colon, signal = text.partition(":")
+    if not colon:
+        return _wait_status(_int(code), state)
+    return 128 + _int(signal) if _int(signal) else _int(code)
+
+
+def _epoch(text: str) -> float | None:
+    """A time squeue printed with SLURM_TIME_FORMAT=%s; "N/A", "Unknown", "None", "NONE" are none."""
+    return float(text) if text.isdigit() and text != "0" else None
 
 
 def parse_jobcomp(text: str) -> list[JobStatus]:

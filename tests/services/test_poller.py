@@ -3,6 +3,7 @@
 import json
 import os
 import pwd
+import sys
 from pathlib import Path
 
 from jupyter_gtc.services.poller import ClusterPoller, _aggregate
@@ -11,6 +12,14 @@ from jupyter_gtc.slurm.parse import JobStatus, parse_jobcomp, parse_squeue_json
 from jupyter_gtc.state import JobRecord, Store
 
 DATA = Path(__file__).parent.parent / "data"
+STUB = Path(__file__).parent.parent / "slurm" / "squeue_stub.py"
+
+
+def stand_in_squeue(bin_dir: Path) -> None:
+    """A ``squeue`` on PATH that prints the jobs of $QUEUE_FILE as the real one prints -O fields."""
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text(f'#!/bin/sh\nexec {sys.executable} {STUB} "$@"\n')
+    (bin_dir / "squeue").chmod(0o755)
 
 
 def test_a_failed_poll_is_a_warning_and_the_last_state_stays(tmp_path):
@@ -54,26 +63,24 @@ def test_a_job_that_ends_while_squeue_still_shows_it_completing_ends(tmp_path):
     still say how the job ended once squeue forgets it. Slurm cannot be made to do this on
     demand, so ``squeue`` here is a stand-in program on PATH that prints what the test says."""
     bin_dir, queue_file, jobcomp = tmp_path / "bin", tmp_path / "squeue.json", tmp_path / "jobcomp.txt"
-    bin_dir.mkdir()
-    (bin_dir / "squeue").write_text('#!/bin/sh\ncat "$QUEUE_FILE"\n')
-    (bin_dir / "squeue").chmod(0o755)
+    stand_in_squeue(bin_dir)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "QUEUE_FILE": str(queue_file)}
     store = Store(tmp_path / "state.db")
     store.add_job(JobRecord("c", "7", "train", "RUNNING", str(tmp_path)))
     poller = ClusterPoller("c", lambda: SlurmCommands(env, jobcomp_file=jobcomp), store)
     poller._watched.add("7")  # watched without starting the thread: this test ticks by hand
 
-    job = {"job_id": 7, "job_state": "COMPLETING", "name": "train", "nodes": "a3-0", "exit_code": 0,
-           "array_job_id": 0, "array_task_id": None, "start_time": 1795968064, "end_time": 1795968070,
-           "state_reason": "None", "user_name": "root", "restart_cnt": 0}
-    queue_file.write_text(json.dumps({"errors": [], "jobs": [job]}))
+    job = {"JobId": "7", "ArrayJobId": "7", "State": "COMPLETING", "Name": "train", "NodeList": "a3-0",
+           "exit_code": "0:0", "StartTime": "1795968064", "EndTime": "1795968070", "UserName": "root",
+           "WorkDir": str(tmp_path)}
+    queue_file.write_text(json.dumps([job]))
     jobcomp.write_text("JobId=7 UserId=root(0) GroupId=root(0) Name=train JobState=CANCELLED Partition=a3 "
                        "StartTime=2026-11-29T16:01:04 EndTime=2026-11-29T16:01:10 NodeList=a3-0 NodeCnt=1 "
                        "ExitCode=0:15\n")
     poller.tick()
     assert store.get_job("c", "7").state == "COMPLETING"  # slurmctld's view wins while it has one
 
-    queue_file.write_text(json.dumps({"errors": [], "jobs": []}))
+    queue_file.write_text(json.dumps([]))
     poller.tick()
     assert store.get_job("c", "7").state == "CANCELLED"
     assert "7" not in poller._watched
@@ -90,11 +97,9 @@ def test_a_finished_job_only_the_completion_file_knows_is_listed_with_its_log(tm
     from jupyter_gtc.services.jobs import ForeignJob
 
     bin_dir, queue_file, jobcomp, work = (tmp_path / name for name in ("bin", "squeue.json", "jobcomp.txt", "w"))
-    bin_dir.mkdir()
+    stand_in_squeue(bin_dir)
     work.mkdir()
-    (bin_dir / "squeue").write_text('#!/bin/sh\ncat "$QUEUE_FILE"\n')
-    (bin_dir / "squeue").chmod(0o755)
-    queue_file.write_text(json.dumps({"errors": [], "jobs": []}))
+    queue_file.write_text(json.dumps([]))
     started = time.time() - 30
     stamp = datetime.fromtimestamp(started).isoformat(timespec="seconds")
     # This machine's user, who owns the log below: a job's log is read only from its user's file.
@@ -118,3 +123,29 @@ def test_a_finished_job_only_the_completion_file_knows_is_listed_with_its_log(tm
     assert job.log_path is None
     log.write_text("eval done\n")
     assert job.log_path == log and job.logs() == "eval done\n"
+
+
+def test_a_tick_builds_again_only_the_views_of_jobs_that_changed(tmp_path):
+    """Three held jobs, then one released: the listener hears of that one only, and the
+    other two keep the very views they had (squeue's lines for them did not change)."""
+    bin_dir, queue_file = tmp_path / "bin", tmp_path / "squeue.json"
+    stand_in_squeue(bin_dir)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "QUEUE_FILE": str(queue_file)}
+    store = Store(tmp_path / "state.db")
+    rows = [{"JobId": str(i), "ArrayJobId": str(i), "State": "PENDING", "Reason": "JobHeldUser", "UserName": "ada",
+             "WorkDir": str(tmp_path), "Name": f"held {i}"} for i in (1, 2, 3)]
+    poller = ClusterPoller("c", lambda: SlurmCommands(env), store)
+    for row in rows:
+        store.add_job(JobRecord("c", row["JobId"], row["Name"], "PENDING", str(tmp_path)))
+        poller._watched.add(row["JobId"])  # watched without starting the thread: this test ticks by hand
+    heard: list[list[str]] = []
+    poller.subscribe(lambda changed: heard.append(sorted(v.slurm_id for v in changed)))
+    queue_file.write_text(json.dumps(rows))
+    poller.tick()
+    before = {i: poller.view(i) for i in ("1", "2", "3")}
+    rows[1] = {**rows[1], "State": "RUNNING", "Reason": "None", "StartTime": "1795968064", "NodeList": "a3-0"}
+    queue_file.write_text(json.dumps(rows))
+    poller.tick()
+    assert heard == [["1", "2", "3"], ["2"]]
+    assert poller.view("1") is before["1"] and poller.view("3") is before["3"]
+    assert (poller.view("2").state, store.get_job("c", "2").state) == ("RUNNING", "RUNNING")

@@ -9,7 +9,9 @@ Then 100 followed logs (open job panels) that each get a new line every 0.5 s: a
 them all in one round trip (``LogFollower``s registered with ``poller.follow``). Prints round
 trips and bytes per tick and per minute; the baseline is the 1-job case of the
 same run (a poller that batches costs the same round trips whatever the number of jobs;
-bytes grow with squeue's answer).
+bytes grow with squeue's answer). Last, with the most jobs, the bytes of one poll as ticks
+ask now (``squeue -O`` with only the fields a view needs) against the ``squeue --json`` they
+asked before, over the same connection in the same run.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ class CountedSSHHost(SSHHost):
         self.bytes += len(data) + len(payload)
         return status, payload
 
-    def _pipelined_reads(self, requests):  # read_many: one round trip per batch
-        answers = super()._pipelined_reads(requests)
+    def _pipelined_reads(self, requests, owner=None):  # read_many: one round trip per batch
+        answers = super()._pipelined_reads(requests, owner)
         self.requests += 1
         self.bytes += sum(len(payload) for _, payload in answers or [])
         return answers
@@ -127,6 +129,12 @@ def main() -> int:
             n = max(poller.ticks - ticks, 1)
             rows.append((size, (host.requests - requests) / n, (host.bytes - sent) / n, n * 60 / elapsed,
                          (host.requests - requests) * 60 / elapsed))
+        polls = {}
+        for label, poll in (("squeue --json (before)", commands.queue_json), ("squeue -O (now)", commands.queue)):
+            sent = host.bytes
+            for _ in range(5):
+                poll()
+            polls[label] = (host.bytes - sent) / 5 / 1024
         commands.jobcomp_file = None  # as the slurm backend polls an attached cluster: squeue alone
         followed = follow_logs(poller, host, Path(home) / "logs", 100, args.window)
     finally:
@@ -143,6 +151,10 @@ def main() -> int:
     for size, trips, nbytes, ticks_min, trips_min in rows:
         print(f"{size:>8} {trips:>10.1f} {trips / base[1]:>8.2f} {nbytes / 1024:>8.1f} {ticks_min:>9.1f} "
               f"{trips_min:>9.1f}")
+    print(f"\none squeue of {rows[-1][0]} jobs over SSH, KB (mean of 5):")
+    base_kb = polls["squeue --json (before)"]
+    for label, kb in polls.items():
+        print(f"  {label:<24} {kb:>8.1f} KB  {base_kb / max(kb, 1e-9):>6.1f}x fewer than --json")
     print(f"\n{rows[-1][0]} watched jobs and 100 followed logs (open panels), each log a new line every 0.5 s,")
     print("polled as an attached cluster is (squeue; no completion file of ours there):")
     print(f"  {followed[0]:.1f} round trips per tick (squeue, then one read of all 100 logs), "

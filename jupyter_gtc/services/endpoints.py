@@ -29,6 +29,7 @@ import secrets
 import shutil
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -156,20 +157,17 @@ class EndpointService:
             token = secrets.token_urlsafe(32)
             token_file = _private_file(folder / "replica.token", token)
             health, predict = contract.routes(endpoint_id, deployed_model_id)
+            launch = _Launch(cluster, folder, record.artifact_uri, record.model, endpoint_id, deployed_model_id,
+                             command, list(options or []), token_file)
             replicas = []
-            for i, port in enumerate(free_ports(min_replicas, "127.0.0.1")):
-                env = contract.container_env(port=port, storage_uri=record.artifact_uri, endpoint_id=endpoint_id,
-                                             deployed_model_id=deployed_model_id, model_name=record.model,
-                                             bind="127.0.0.1", token_file=str(token_file))
-                spec = _private_file(folder / f"replica-{i}.json", json.dumps({"command": command, "env": env}))
-                job = self.jobs.submit(cluster, REPLICA_SCRIPT, [f"--job-name=serve-{record.model}", "--nodes=1",
-                                                                 "--ntasks=1", *(options or [])],
-                                       script_args=[str(spec)], submit_dir=str(folder))
+            for _ in range(min_replicas):
+                job, replica = self._start_replica(launch)
                 jobs.append(job)
-                replicas.append(Replica(job.id, "127.0.0.1", port))
+                replicas.append(replica)
             ref = ModelRef(record.model, version=record.version)
             front = Front(endpoint_id, replicas, token, health, predict, folder / "requests.jsonl",
-                          still_deployed=lambda: self._still_deployed(ref, endpoint_id))
+                          still_deployed=lambda: self._still_deployed(ref, endpoint_id),
+                          maintain=lambda f: self._replace_dead(f, launch, ref))
             host, port = front.address
             deployment = {"endpoint": endpoint_id, "deployed_model_id": deployed_model_id, "cluster": cluster,
                           "min_replicas": min_replicas, "max_replicas": max_replicas, "command": command,
@@ -192,6 +190,38 @@ class EndpointService:
                 self.undeploy(endpoint_id)
                 raise
         return endpoint
+
+    def _start_replica(self, launch: "_Launch") -> tuple[Any, Replica]:
+        """One replica's job: its spec file (0600: the contract's variables, the command), then sbatch."""
+        index = launch.started
+        launch.started += 1
+        port = free_ports(1, "127.0.0.1")[0]
+        env = contract.container_env(port=port, storage_uri=launch.storage_uri, endpoint_id=launch.endpoint_id,
+                                     deployed_model_id=launch.deployed_model_id, model_name=launch.model,
+                                     bind="127.0.0.1", token_file=str(launch.token_file))
+        spec = _private_file(launch.folder / f"replica-{index}.json", json.dumps({"command": launch.command,
+                                                                                  "env": env}))
+        job = self.jobs.submit(launch.cluster, REPLICA_SCRIPT, [f"--job-name=serve-{launch.model}", "--nodes=1",
+                                                                "--ntasks=1", *launch.options],
+                               script_args=[str(spec)], submit_dir=str(launch.folder))
+        return job, Replica(job.id, "127.0.0.1", port)
+
+    def _replace_dead(self, front: Front, launch: "_Launch", ref: ModelRef) -> None:
+        """On the front's health thread, every 2 s: a replica whose job ended after it had served
+        (answered its health check once) is replaced by a new job. One that never answered is not:
+        its server cannot start (deploy() says why), and a new job would fail the same way."""
+        for replica in list(front.replicas):
+            if not replica.was_healthy or not self.jobs.get(replica.job, launch.cluster).finished:
+                continue
+            if front.stopping:
+                return
+            job, new = self._start_replica(launch)
+            if front.stopping:  # undeployed meanwhile: its list of jobs did not have this one
+                self._end_jobs([job])
+                return
+            front.replace(replica, new)
+            self.tables.update_deployment(ref, launch.endpoint_id, {"replicas": [
+                {"job": r.job, "host": r.host, "port": r.port} for r in front.replicas]})
 
     def _check_cluster(self, cluster: str) -> None:
         found = self.clusters.get(cluster, with_status=False)  # ClusterNotFound names the known ones
@@ -302,7 +332,8 @@ class EndpointService:
             front.stop()
         deployment = record.deployment
         jobs = []
-        for replica in deployment["replicas"]:
+        serving = [{"job": r.job} for r in front.replicas] if front is not None else []  # a replacement not yet in the row
+        for replica in {r["job"]: r for r in [*deployment["replicas"], *serving]}.values():
             try:
                 jobs.append(self.jobs.get(replica["job"], deployment["cluster"]))
             except GtcError:
@@ -325,6 +356,22 @@ class EndpointService:
                 job.wait(timeout=60)
             except GtcError:
                 pass
+
+
+@dataclass
+class _Launch:
+    """What each replica of an endpoint is started from (its first ones and their replacements)."""
+
+    cluster: str
+    folder: Path
+    storage_uri: str
+    model: str
+    endpoint_id: str
+    deployed_model_id: str
+    command: list[str] | None
+    options: list[str]
+    token_file: Path
+    started: int = 0
 
 
 def _check_replicas(low: object, high: object) -> None:

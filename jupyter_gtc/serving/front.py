@@ -49,6 +49,7 @@ class Replica:
     outstanding: int = 0
     served: int = 0
     last_error: str | None = field(default=None)
+    was_healthy: bool = False  # answered its health check once: a job that ends after is replaced
     # Idle kept-alive connections to the replica: a new TCP connection (and a server thread) per
     # request cost more than the tiny model's generation.
     _idle: list = field(default_factory=list, repr=False)
@@ -77,13 +78,15 @@ class Front(GuardedServer):
 
     def __init__(self, endpoint_id: str, replicas: list[Replica], replica_token: str, health_route: str,
                  predict_route: str, metrics_file: Path, max_outstanding: int = MAX_OUTSTANDING,
-                 still_deployed: Callable[[], bool] | None = None, host: str = "127.0.0.1"):
+                 still_deployed: Callable[[], bool] | None = None, host: str = "127.0.0.1",
+                 maintain: Callable[["Front"], None] | None = None):
         self.endpoint_id = endpoint_id
         self.replicas = replicas
         self.replica_token = replica_token
         self.health_route, self.predict_route = health_route, predict_route
         self.max_outstanding = max_outstanding
         self.still_deployed = still_deployed
+        self.maintain = maintain  # the service's: a replica whose job ended is replaced
         self.metrics_file = metrics_file
         self._lock = threading.Lock()
         self._turn = itertools.count()
@@ -95,6 +98,10 @@ class Front(GuardedServer):
     @property
     def address(self) -> tuple[str, int]:
         return self.server_address[0], self.server_address[1]
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     def start(self) -> "Front":
         threading.Thread(target=self.serve_forever, name=f"endpoint-{self.endpoint_id}", daemon=True).start()
@@ -127,6 +134,13 @@ class Front(GuardedServer):
             chosen.outstanding += 1
             return chosen, ""
 
+    def replace(self, old: Replica, new: Replica) -> None:
+        """``new`` takes ``old``'s place (its job ended); requests it holds finish or fail as they will."""
+        with self._lock:
+            self.replicas = [new if r is old else r for r in self.replicas]
+        for connection in old._idle:
+            connection.close()
+
     def release(self, replica: Replica) -> None:
         with self._lock:
             replica.outstanding -= 1
@@ -154,11 +168,17 @@ class Front(GuardedServer):
                 ok, why = self._healthy(replica)
                 with self._lock:
                     replica.healthy, replica.last_error = ok, why
+                    replica.was_healthy = replica.was_healthy or ok
             ticks += 1
             # Undeployed from another process (the CLI): this front has nothing left to serve.
             if self.still_deployed is not None and ticks % 4 == 0 and not self.still_deployed():
                 threading.Thread(target=self.stop, daemon=True).start()
                 return
+            if self.maintain is not None and ticks % 4 == 0:
+                try:
+                    self.maintain(self)
+                except Exception as e:  # a cluster that did not answer: the next tick tries again
+                    print(f"endpoint {self.endpoint_id}: replacing a replica failed: {e}", flush=True)
 
     def _healthy(self, replica: Replica) -> tuple[bool, str | None]:
         connection = http.client.HTTPConnection(replica.host, replica.port, timeout=HEALTH_TIMEOUT)

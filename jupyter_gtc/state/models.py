@@ -189,6 +189,15 @@ class ModelTables:
                             {"endpoint": target.deployment.get("endpoint")})
             return self._resolve(db, ModelRef(ref.name, version=target.version))
 
+    def update_deployment(self, ref: ModelRef, endpoint: str, changes: dict[str, Any]) -> None:
+        """Change fields of a version's deployment (its replicas, as one is replaced) while it is
+        still ``endpoint``'s; nothing where it was undeployed meanwhile."""
+        with self.store._connect() as db:
+            target = self._resolve(db, ref)
+            if target.deployment and target.deployment.get("endpoint") == endpoint:
+                db.execute("UPDATE model_versions SET deployment = ? WHERE model = ? AND version = ?",
+                           (json.dumps({**target.deployment, **changes}), ref.name, target.version))
+
     def deployed(self) -> list[ModelVersionRecord]:
         """Every deployed version, by model and version."""
         with self.store._connect() as db:

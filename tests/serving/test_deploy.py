@@ -202,3 +202,22 @@ def test_gtc_model_deploy_serves_until_ctrl_c_or_an_undeploy_elsewhere(cluster, 
         assert undeployed.returncode == 0, undeployed.stderr
         assert proc.wait(timeout=120) == 0 and "was undeployed" in proc.stdout.read()
     assert api.get_model("cli-echo").events[-1]["event"] == "undeploy"
+
+
+def test_a_replica_whose_job_ends_is_replaced(cluster, tmp_path):
+    folder = tmp_path / "echo"
+    folder.mkdir()
+    (folder / "ready").touch()
+    api.register_model(artifact_uri=str(folder), model="phoenix")
+    ep = api.deploy_model("phoenix", CLUSTER, command=[sys.executable, str(USER_SERVER)])
+    first = ep.replicas[0]["job"]
+    api.cancel_job(first, CLUSTER)  # as a node failure or a time limit would end it
+    deadline = time.monotonic() + 120
+    while not (ep.replicas[0]["job"] != first and ep.replicas[0]["healthy"]):
+        assert time.monotonic() < deadline, ep.replicas
+        time.sleep(0.1)
+    second = ep.replicas[0]["job"]
+    assert ep.predict([{"x": 1}])[0]["echo"] == {"x": 1}
+    assert [r["job"] for r in ep.deployment["replicas"]] == [second]  # the registry's row follows
+    ep.undeploy()
+    assert api.get_job(first, CLUSTER).finished and api.get_job(second, CLUSTER).finished

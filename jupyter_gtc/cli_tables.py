@@ -7,12 +7,15 @@ NODE_FAIL) are never cut; the ``flex`` column (a name) gets what is left; ``drop
 go when the table does not fit, by their ``drop`` rank, first the ``shared`` ones whose value is
 the same on every row (a job list's cluster, user, "ours": said once, above the table).
 
-The width is the terminal's, or ``COLUMNS`` where set (as rich did): 80 when piped.
+The width is the terminal's, or ``COLUMNS`` where set (as rich did). Piped with neither
+(`gtc job list | grep NAME`, a script), nothing is cut: a cut name is not found.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import textwrap
 from dataclasses import dataclass
 
@@ -33,7 +36,7 @@ class Column:
 def render(columns: list[Column], rows: list[list[str]], width: int | None = None) -> str:
     """``rows`` (one string per column) as text lines of at most ``width`` characters (where
     the kept columns fit), with a line above naming what every row shares where its column went."""
-    width = width or shutil.get_terminal_size().columns
+    width = width or _width()
     shown = list(range(len(columns)))
     natural = [max([len(columns[i].header), *(len(r[i]) for r in rows)]) for i in range(len(columns))]
 
@@ -64,6 +67,15 @@ def render(columns: list[Column], rows: list[list[str]], width: int | None = Non
             parts.append(text.rjust(widths[i]) if columns[i].right else text.ljust(widths[i]))
         lines.append((" " * GAP).join(parts).rstrip())
     return "\n".join(lines)
+
+
+def _width() -> int:
+    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        return UNCUT
+    return shutil.get_terminal_size().columns
+
+
+UNCUT = 1 << 20
 
 
 # What identifies a row and how it ended stay whole; who and where go first when narrow.

@@ -48,6 +48,19 @@ def test_a_narrow_terminal_cuts_the_name_last_and_never_the_state():
     assert "a-very-long" in text and "…" in text  # the name gave way, after the columns that say less
 
 
+def test_piped_without_columns_nothing_is_cut(monkeypatch, capsys):
+    """`gtc job list | grep NAME` finds a long name: piped, with no COLUMNS, the table is not
+    fitted to 80 columns (it was: the name ended in '…' and grep found nothing)."""
+    name = "a-very-long-training-run-name-for-llama-8b-sft-lora-v2"
+    rows = [job("1", name, "RUNNING")]
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert not sys.stdout.isatty()  # pytest captures it: a pipe, as `| grep` gives
+    assert name in render(JOB_COLUMNS, rows) and "…" not in render(JOB_COLUMNS, rows)
+    monkeypatch.setenv("COLUMNS", "60")  # a width asked for is still kept
+    fitted = render(JOB_COLUMNS, rows)
+    assert name not in fitted and all(len(line) <= 60 for line in fitted.splitlines())
+
+
 def test_empty_lists_say_how_to_make_the_first(tmp_path):
     listed = gtc("cluster", "list", home=str(tmp_path))
     assert listed.returncode == 0

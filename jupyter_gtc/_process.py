@@ -65,7 +65,7 @@ def run_bytes(
     log.debug("run %s", argv)
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, cwd=_usable_cwd())
     except FileNotFoundError:
         raise CommandError(argv, 127, f"{argv[0]}: command not found") from None
     with _running_lock:
@@ -83,6 +83,18 @@ def run_bytes(
     if check and proc.returncode != 0:
         raise CommandError(argv, proc.returncode, stderr or stdout.decode(errors="replace"))
     return BytesResult(argv, proc.returncode, stdout, stderr)
+
+
+def _usable_cwd() -> str | None:
+    """Where a command starts: this process's folder (None: inherited), or ``/`` where that
+    folder was deleted (a notebook that removed its temporary folder), since sbatch, squeue and
+    the rest refuse to start without one ("getcwd failed"). Commands take their places as
+    arguments (sbatch's --chdir), not from the folder they start in."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return "/"
+    return None
 
 
 # Commands that ``run`` waits for. A thread of a process that is exiting (a poller's squeue)

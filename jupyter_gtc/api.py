@@ -241,7 +241,21 @@ def submit_job(cluster: str, script: str | Path, options: list[str] | None = Non
             raise GtcError(f"cannot read {script}: {e.strerror}") from None
     return _jobs().submit(cluster, script, options, script_args=script_args, env=env, default_name=default_name,
                           python_env=python_env, hang_timeout=hang_timeout,
-                          submit_dir=os.getcwd() if submit_dir is None else os.path.abspath(submit_dir))
+                          submit_dir=_working_dir() if submit_dir is None else os.path.abspath(submit_dir))
+
+
+def _working_dir() -> str:
+    """This process's folder, where a job runs by default. A notebook that removed its own
+    temporary folder has none: then the name the folder had ("/tmp/x (deleted)", as Linux
+    keeps it), which no cluster has, so the job runs in its job folder and a warning says why."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        try:
+            return os.readlink("/proc/self/cwd")
+        except OSError:
+            raise GtcError("this process's working folder was deleted: change to one that exists "
+                           "(os.chdir in a notebook), or give submit_dir") from None
 
 
 def get_job(ref: str, cluster: str | None = None) -> Job:
@@ -379,7 +393,7 @@ def create_study(cluster: str, spec: TuningSpec | dict[str, Any] | str | Path, n
         commands = get_backend("vertex", _clusters().home).commands(record.runtime)
         return create_vertex_study(commands, cluster, parsed, name or parsed.display_name or "study")
     return _tuning().create(cluster, _spec_or_file(spec, load_tuning_spec), name,
-                            submit_dir=os.getcwd() if submit_dir is None else os.path.abspath(submit_dir))
+                            submit_dir=_working_dir() if submit_dir is None else os.path.abspath(submit_dir))
 
 
 def get_study(name: str) -> Study:

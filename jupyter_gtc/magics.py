@@ -292,6 +292,15 @@ def load(shell) -> None:
     # A study on Vertex AI shows in the same panel; by name, so its module is not imported here.
     shell.display_formatter.ipython_display_formatter.for_type_by_name(
         "jupyter_gtc.services.vertex_study", "VertexStudy", _display_study_panel)
+    # job.plot() draws with the widgets; imported at the first plot, not here (a kernel that
+    # only plots, after a restart, showed no panel first to import them).
+    api.register_job_plotter(_plot_job)
+
+
+def _plot_job(job: api.Job, tags):
+    from .widgets.job_plot import plot_job
+
+    return plot_job(job, tags)
 
 
 def _display_job_panel(job: api.Job) -> None:

@@ -314,3 +314,24 @@ def test_gtc_tune_takes_a_tensorboard_tag_with_a_slash(shell, magics):
                                  cell)
     assert study.spec.metric.metric_id == "train/loss"
     assert study.wait(120).state == "SUCCEEDED" and study.best_trial.value == 0.25
+
+
+def test_job_plot_draws_in_a_fresh_kernel_that_only_loaded_the_extension(cluster):
+    """A kernel after a restart: `%load_ext jupyter_gtc`, then `job.plot()` of a job from before,
+    with no panel shown first. The widgets were registered as the plotter only when some panel
+    imported them, so the plot said "run `%load_ext jupyter_gtc` first" after the user had."""
+    import subprocess
+    import sys
+
+    from jupyter_gtc import api
+
+    job = api.submit_job(cluster, "#!/bin/bash\ntrue\n").wait(60)
+    fresh_kernel = (
+        "from IPython.testing.globalipapp import start_ipython\n"
+        "ip = start_ipython()\n"
+        "ip.run_line_magic('load_ext', 'jupyter_gtc')\n"
+        "import sys\n"
+        "assert 'jupyter_gtc.widgets' not in sys.modules  # %load_ext stays light\n"
+        f"from jupyter_gtc import api\nprint(type(api.get_job({job.id!r}, {cluster!r}).plot()).__name__)\n")
+    done = subprocess.run([sys.executable, "-c", fresh_kernel], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "TagGrid"), done.stderr

@@ -56,6 +56,19 @@ def test_a_folder_the_cluster_lacks_runs_the_job_in_its_job_folder_and_says_so(c
     assert (job.state, job.logs()) == ("COMPLETED", f"{job.job_dir}\n")
 
 
+def test_a_caller_whose_folder_was_deleted_gets_its_job_run_in_its_job_folder(cluster3, tmp_path, monkeypatch):
+    """A notebook that removed its own temporary folder: os.getcwd() raises, and submitting
+    failed with a bare FileNotFoundError naming no path."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.warns(GtcWarning, match=f"the folder it was submitted from, {gone} \\(deleted\\), does not exist"):
+        job = api.submit_job(cluster3.name, "pwd\n")
+    job.wait(60)
+    assert (job.state, job.logs()) == ("COMPLETED", f"{job.job_dir}\n")
+
+
 def test_gtc_job_submit_runs_the_script_where_gtc_was_run(cluster3, tmp_path):
     (tmp_path / "data.txt").write_text("beside gtc\n")
     (tmp_path / "jobs").mkdir()

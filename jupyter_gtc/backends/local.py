@@ -267,8 +267,10 @@ class LocalBackend(Backend):
         from ..containers import slurm_job
         from .base import ContainerLaunch, JobLaunch
 
+        from ..vertex.local_endpoint import gcs_root
+
         bin_dir = slurm_job.prepare(request, Path(runtime["dir"]) / "etc", self.home / "containers" / "bundles",
-                                    job_dir, work_dir)
+                                    job_dir, work_dir, gcs_root=gcs_root(self.home))
         return ContainerLaunch(JobLaunch(launch.script, slurm_job.path_with(bin_dir, launch.env), launch.python_env),
                                pass_through=False)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..exceptions import GtcError
 from . import images, runtime, slurm_oci
+from .argv import GCS_MOUNT
 from .oci_task import CONTAINER_ENV, IMAGE_ENV
 from .pyxis import ContainerRequest, not_run
 
@@ -54,7 +55,7 @@ def missing_tools(found: runtime.Runtimes) -> list[str]:
 
 
 def prepare(req: ContainerRequest, cluster_etc: Path, cache: Path, job_dir: Path, work_dir: str,
-            found: runtime.Runtimes | None = None, python: str = sys.executable) -> Path:
+            found: runtime.Runtimes | None = None, python: str = sys.executable, gcs_root: Path | None = None) -> Path:
     """Everything the job's steps need to run in ``req.image``; returns the folder to put
     first on the job's PATH (its ``srun``). Raises ``ContainerRefused`` or ``ImageUnavailable``
     before anything of the job's is written."""
@@ -90,6 +91,8 @@ def prepare(req: ContainerRequest, cluster_etc: Path, cache: Path, job_dir: Path
     # (torchrun's --rdzv-endpoint, gloo's own host name) resolves in the container as on the node.
     mounts += [{"destination": path, "type": "bind", "source": path, "options": ["rbind", "ro"]}
                for path in ("/etc/hosts", "/etc/resolv.conf", "/etc/hostname") if os.path.exists(path)]
+    if gcs_root is not None and gcs_root.is_dir():  # the local buckets, where Cloud Storage FUSE mounts them on Vertex
+        mounts.append({"destination": GCS_MOUNT, "type": "bind", "source": str(gcs_root), "options": ["rbind", "rw"]})
     mounts += [{"destination": m.target, "type": "bind", "source": m.source,
                 "options": ["rbind", "ro" if m.read_only else "rw"]} for m in req.mounts]
     config["mounts"] = [m for m in config.get("mounts", []) if m["destination"] not in {n["destination"] for n in mounts}]

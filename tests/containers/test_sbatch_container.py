@@ -31,6 +31,7 @@ def can_write(path):
 print("REPORT " + json.dumps({
     "rank": os.environ["SLURM_PROCID"], "node": os.environ["SLURMD_NODENAME"], "node_id": os.environ["SLURM_NODEID"],
     "image": os.path.isdir("/opt/trainer/trainer"), "data": open("/data/input.txt").read(), "cwd": os.getcwd(),
+    "gcs": open("/gcs/test-bucket/hello.txt").read(),
     "pythonpath": os.environ.get("PYTHONPATH"), "greeting": os.environ.get("GREETING"),
     "image_root_writable": can_write("/usr/written-by-a-task"), "tmp_writable": can_write("/tmp/scratch"),
     "job_dir_writable": can_write(os.path.join(os.environ["GTC_JOB_DIR"], "rank" + os.environ["SLURM_PROCID"]))}))
@@ -57,6 +58,9 @@ def test_each_task_of_a_two_node_job_runs_in_the_image_with_its_own_rank(cluster
     data.mkdir()
     (data / "input.txt").write_text("the user's data")
     (tmp_path / "report.py").write_text(REPORT)
+    bucket = Path(os.environ["GTC_HOME"]) / "gcs" / "test-bucket"  # the local buckets: gs://test-bucket/hello.txt
+    bucket.mkdir(parents=True, exist_ok=True)
+    (bucket / "hello.txt").write_text("from the bucket")
     monkeypatch.setenv("GREETING", "hello from the kernel")
     # The image as an #SBATCH line, the rest on the command line, as pyxis users write either.
     script = f"#!/bin/bash\n#SBATCH --container-image {TRAINER}\n#SBATCH --nodes 2\nsrun python3 report.py\n"
@@ -69,6 +73,7 @@ def test_each_task_of_a_two_node_job_runs_in_the_image_with_its_own_rank(cluster
     assert sorted(r["node"] for r in got) == ["gpu-0", "gpu-1"]
     for report in got:
         assert report["image"] and report["data"] == "the user's data" and report["cwd"] == str(tmp_path)
+        assert report["gcs"] == "from the bucket"
         assert report["pythonpath"] == "/opt/trainer"          # the image's own variable wins over the job's
         assert report["greeting"] == "hello from the kernel"  # --container-env: the job's value
         assert not report["image_root_writable"] and report["tmp_writable"] and report["job_dir_writable"]

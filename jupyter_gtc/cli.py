@@ -422,9 +422,12 @@ def _wait_and_print(job, outcome: str = "") -> None:
         print(f"==> {'task' if len(tasks) == 1 else 'tasks'} {', '.join(ends)} <==")
         text = job.logs(task=tasks[0])
         sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
-    print(f"job {job.id} {job.state} (exit code {job.exit_code}){outcome}")
-    if job.state != "COMPLETED":
-        raise GtcError(f"job {job.id} ended {job.state}")
+    if job.state == "COMPLETED":
+        print(f"job {job.id} {job.state} (exit code {job.exit_code}){outcome}")
+        return
+    print(f"job {job.id} {job.state} (exit code {job.exit_code})")  # no outcome: a failed job made none
+    failure = job.failure()  # the line that says why, which the log above may bury
+    raise GtcError(f"job {job.id} {failure}" if failure else f"job {job.id} ended {job.state}")
 
 
 def _job_list(args) -> None:

@@ -208,6 +208,8 @@ def failure_line(state: str, exit_code: int | None, log: LogEnds | None, log_pat
     completed): ``FAILED (exit code 1): ModuleNotFoundError: No module named 'foo'``."""
     if state not in FAILED_STATES:
         return None
+    if state == "CANCELLED" and log is not None and log.missing:
+        return None  # cancelled while it waited: someone's choice, not a failure with a cause to show
     said = []
     if state in STATE_MEANINGS and state != "CANCELLED":
         said.append(STATE_MEANINGS[state])

@@ -68,3 +68,15 @@ def test_gtc_job_logs_of_a_job_without_a_log_says_why_and_fails(failing_cluster,
     held.cancel().wait(timeout=60)
     code, out, err = gtc_logs(capsys, held)
     assert (code, out) == (1, "") and "has no log: it ended CANCELLED before it started" in err
+    # cancelled while it waited: not a failure with a cause (the sidebar showed a red "its log does not exist")
+    assert held.failure() is None
+
+
+def test_gtc_job_submit_wait_of_a_failed_job_ends_with_the_line_that_says_why(failing_cluster, capsys, tmp_path):
+    """`--wait` printed the whole log, then only "error: job 4 ended FAILED": the cause, under
+    a traceback's frames, was for the user to find."""
+    script = tmp_path / "bad.sbatch"
+    script.write_text("#!/bin/bash\npython3 -c 'import nomodule_xyz'\n")
+    code = cli.main(["job", "submit", str(script), "--cluster", failing_cluster, "--wait"])
+    out, err = capsys.readouterr()
+    assert code == 1 and err.endswith("FAILED (exit code 1): ModuleNotFoundError: No module named 'nomodule_xyz'\n"), err

@@ -126,7 +126,7 @@ def failure_budget_spent(spec: TuningSpec, frozen_trials) -> str:
     failed = [t for t in frozen_trials if t.state.name == "FAIL"]
     budget = spec.failure_budget
     limit = f"max_failed_trial_count={spec.max_failed_trial_count}" if spec.max_failed_trial_count else \
-        f"the default limit of {budget} (max_failed_trial_count=0)"
+        f"the default limit of {budget} (max_failed_trial_count is not set)"
     how = f"more than {limit} allows" if len(failed) > budget else f"reaching {limit}"
     said = f"stopped: {len(failed)} trial{'s' if len(failed) != 1 else ''} failed, {how}"
     if not failed:

@@ -17,6 +17,7 @@ from jupyter_gtc import api
 from jupyter_gtc.backends import accounting, daemons
 from jupyter_gtc.backends.local import daemon_path
 from tests.conftest import slurm, small_gpu_spec
+from tests.non_root import normal_user, normal_user_account, processes_left  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slurm
 
@@ -91,3 +92,40 @@ def _wait(check, what: str, timeout: float = 60) -> None:
     while not check():
         assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
         time.sleep(0.2)
+
+
+AS_USER = """
+import json, os, subprocess
+from pathlib import Path
+from jupyter_gtc import api
+from jupyter_gtc.backends import daemons
+from tests.conftest import small_gpu_spec
+
+made = api.create_cluster(small_gpu_spec("nrlive", nodes=1, accounting=None))
+run = Path(made.runtime["dir"]) / "run"
+ctld = daemons.find("slurmctld", run).pid
+try:
+    scaled = api.scale_cluster("nrlive", "gpu", 3)
+    env = {**os.environ, **api.cluster_env("nrlive")}
+    step = subprocess.run(["srun", "-N3", "bash", "-c", "echo $SLURMD_NODENAME"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    same = daemons.find("slurmctld", run).pid == ctld
+    down = api.scale_cluster("nrlive", "gpu", 1)
+    print(json.dumps({"nodes": [n.name for n in scaled.nodes], "step": sorted(step.stdout.split()),
+                      "err": step.stderr[-500:], "same_ctld": same, "after": [n.name for n in down.nodes],
+                      "same_after": daemons.find("slurmctld", run).pid == ctld}))
+finally:
+    api.delete_cluster("nrlive")
+"""
+
+
+def test_a_normal_users_cluster_scales_live_too(slurm_available, normal_user):
+    import json
+
+    result = normal_user.python(AS_USER, normal_user.new_home())
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    assert answer["nodes"] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert answer["step"] == ["gpu-0", "gpu-1", "gpu-2"], answer["err"]
+    assert answer["same_ctld"] and answer["same_after"] and answer["after"] == ["gpu-0"]
+    assert not processes_left(normal_user.uid)  # the added nodes' relays went with them

@@ -147,6 +147,9 @@ def start_daemon(argv: Sequence[str], *, log_file: Path, env: Mapping[str, str] 
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             env=full_env, start_new_session=detach, close_fds=True,
+            # One that outlives us starts beside its log, not in the folder the user happens to
+            # be in (a notebook's): it would hold that folder, and a crash's core would land there.
+            cwd=log_file.parent if detach else None,
         )
     # Kept so reap_exited() can collect it: a daemon that exits while this process lives
     # would otherwise stay a zombie and still look alive to a PID check.

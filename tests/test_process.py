@@ -94,3 +94,16 @@ def test_a_command_a_thread_waits_for_ends_with_the_process(tmp_path):
     for p in left:
         p.wait(timeout=5)  # killed at exit: it may take a moment to be reaped
     assert not [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_daemon_that_outlives_us_starts_beside_its_log_not_in_the_users_folder(tmp_path, monkeypatch):
+    """A cluster's slurmd started from a notebook's folder held that folder as its own, and a
+    crashed slurmstepd left its core file there (twice in this repository's root)."""
+    users_folder, cluster_folder = tmp_path / "notebooks", tmp_path / "cluster"
+    users_folder.mkdir()
+    cluster_folder.mkdir()
+    monkeypatch.chdir(users_folder)
+    log = cluster_folder / "daemon.log"
+    pid = _process.start_daemon(["pwd"], log_file=log)
+    psutil.Process(pid).wait(timeout=30)
+    assert log.read_text() == f"{cluster_folder}\n"

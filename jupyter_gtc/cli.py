@@ -14,10 +14,15 @@ import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 
 from . import api
 from .exceptions import GtcError, GtcWarning, SpecError
 
+
+# A 2-node A3 cluster's spec, shipped in the package so the hint works from a wheel too
+# (examples/clusters/local-a3.yaml in a clone is a link to it).
+EXAMPLE_SPEC = Path(__file__).parent / "examples" / "clusters" / "local-a3.yaml"
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
@@ -309,7 +314,7 @@ def _list(args) -> None:
         return
     if not clusters:
         print("no clusters yet; create one with `gtc cluster create -f SPEC.yaml` (a spec to start from: "
-              "examples/clusters/local-a3.yaml), or attach one with `gtc cluster attach NAME --ssh LOGIN-HOST`")
+              f"{EXAMPLE_SPEC}), or attach one with `gtc cluster attach NAME --ssh LOGIN-HOST`")
         return
     from .cli_tables import CLUSTERS, render
 

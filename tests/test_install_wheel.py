@@ -197,6 +197,10 @@ def test_the_installed_package_loads_light_and_needs_no_extra(lab_venv, tmp_path
     absent = {l.split("optional: ", 1)[1].split(":", 1)[0] for l in doctor.stdout.splitlines()
               if l.startswith("absent ")}
     assert {"pandas", "torch", "scipy", "google-cloud-aiplatform"} <= absent, doctor.stdout + doctor.stderr
+    # With no cluster yet, the hint names a spec to start from that the wheel carries.
+    hint = in_venv(lab_venv, tmp_path, "gtc", "cluster", "list").stdout
+    spec = Path(hint.split("a spec to start from: ", 1)[1].split(")", 1)[0])
+    assert spec.is_file() and str(spec).startswith(str(lab_venv)) and "node_pools:" in spec.read_text(), hint
 
 
 def test_building_without_npm_or_a_built_extension_says_what_to_do_in_one_line(tmp_path, wheelhouse):

@@ -9,6 +9,12 @@ has finished (``Job.wait``, event-driven: the SDK's 5 s poll would hide the diff
 interleaved. Then the same step as a plain sbatch job, with and without ``srun --container``
 (Slurm 22.05's OCI support, a bundle unpacked by umoci). The image is built or found first (tests/containers/image.py) and is in podman's
 store before any timing.
+
+Last, a 2-node torchrun (gloo, a small MLP under DistributedDataParallel, CPU) timed by its
+own steps (the median step of each rank after warm-up, the slower rank's): ``srun`` on the
+nodes with the kernel's venv, and with Debian's python3 (the image's interpreter, torch from
+the venv on PYTHONPATH: the baseline), against ``%%sbatch --container-image`` (the image's
+python3, the venv mounted read-only on PYTHONPATH), interleaved (goal: at most 1.03x).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 SPEC = {
     "display_name": "benchctr",
     "node_pools": [{"id": "a3", "machine_spec": {"machine_type": "a3-highgpu-8g"},
-                    "scaling_spec": {"min_node_count": 1, "max_node_count": 1}}],
+                    "scaling_spec": {"min_node_count": 2, "max_node_count": 2}}],
     "orchestrator_spec": {"slurm_spec": {"partitions": [{"id": "a3", "node_pool_ids": ["a3"]}]}},
 }
 
@@ -36,6 +42,65 @@ def pool(image: str | None) -> dict:
     if image:
         container["image_uri"] = image
     return {"machine_spec": {"machine_type": "a3-highgpu-8g"}, "replica_count": 1, "container_spec": container}
+
+
+# Each rank times its own steps (forward, backward, DDP's all-reduce of the gradients, update).
+TRAIN = """import os, statistics, time
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+steps = []
+for step in range(int(os.environ.get("STEPS", "60"))):
+    t0 = time.perf_counter()
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    steps.append(time.perf_counter() - t0)
+print(f"STEP {dist.get_rank()} {statistics.median(steps[10:]):.6f}", flush=True)
+dist.destroy_process_group()
+"""
+TORCHRUN = """#!/bin/bash
+set -euo pipefail
+head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+export PYTHONPATH="$TORCH_SITE"
+srun "${GTC_BENCH_PYTHON:-python3}" -m torch.distributed.run --nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d \\
+    --rdzv-endpoint="$head:$port" --rdzv-id="$SLURM_JOB_ID" train_steps.py
+"""
+
+
+def torchrun_step_times(image: str, n: int) -> dict[str, list[float]]:
+    """The slower rank's median step time of each 2-node torchrun, bare and in the image."""
+    import sysconfig
+
+    from jupyter_gtc import api
+
+    folder = Path(tempfile.mkdtemp(prefix="gtc-bench-torchrun-"))
+    (folder / "train_steps.py").write_text(TRAIN)
+    os.environ["TORCH_SITE"] = sysconfig.get_paths()["purelib"]
+    venv = sys.prefix
+    # The same interpreter as the image's (Debian's python3, built with PGO/LTO), on the nodes: the
+    # baseline that leaves the container alone to differ (the venv's is pyenv's build, slower).
+    ways = {"bare": [], "bare-debian": [], "container": [f"--container-image={image}", f"--container-mounts={venv}:{venv}:ro",
+                                      "--container-env=PYTHONPATH"]}
+    times: dict[str, list[float]] = {kind: [] for kind in ways}
+    for i in range(n + 1):
+        for kind, flags in ways.items():
+            env = {"GTC_BENCH_PYTHON": "/usr/bin/python3"} if kind == "bare-debian" else {}
+            job = api.submit_job("benchctr", TORCHRUN, ["--nodes=2", "--ntasks-per-node=1", f"--job-name=tr-{kind}-{i}",
+                                                        *flags], submit_dir=str(folder), env=env)
+            job.wait(timeout=600)
+            steps = [float(line.split()[2]) for line in job.logs().splitlines() if line.startswith("STEP ")]
+            if job.state != "COMPLETED" or len(steps) != 2:
+                raise SystemExit(f"torchrun {kind} ended {job.state}: {job.logs()[-2000:]}")
+            if i:  # the first round warms both (the bundle is unpacked at the first submit)
+                times[kind].append(max(steps))
+    return times
 
 
 def main() -> int:
@@ -93,6 +158,13 @@ def main() -> int:
         print(f"{'sbatch: srun on the node':44} {med['srun']:8.2f}s {1.0:7.2f}")
         print(f"{'sbatch: srun --container (Slurm OCI, runc)':44} {med['srun --container']:8.2f}s "
               f"{med['srun --container'] / med['srun']:7.2f}")
+        steps = {kind: statistics.median(t) for kind, t in torchrun_step_times(image, args.n).items()}
+        print(f"{'2-node torchrun, median step (ms)':44} {'median':>9} {'ratio':>7}")
+        print(f"{'srun on the nodes, the venv (pyenv python)':44} {steps['bare'] * 1e3:7.2f}ms "
+              f"{steps['bare'] / steps['bare-debian']:7.2f}")
+        print(f"{'srun on the nodes, Debian python3 (baseline)':44} {steps['bare-debian'] * 1e3:7.2f}ms {1.0:7.2f}")
+        print(f"{'%%sbatch --container-image (Slurm OCI)':44} {steps['container'] * 1e3:7.2f}ms "
+              f"{steps['container'] / steps['bare-debian']:7.2f}  goal <= 1.03 (same interpreter)")
     finally:
         api.delete_cluster("benchctr")
     return 0

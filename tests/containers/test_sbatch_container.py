@@ -117,3 +117,17 @@ def test_doctor_says_local_clusters_run_container_image_jobs():
 
     [row] = [r for r in runtime.doctor_rows(runtime.detect()) if r[0] == "container runtime"]
     assert row[1] and "%%sbatch --container-image jobs through Slurm's OCI support" in row[2], row
+
+
+def test_gtc_job_submit_runs_an_image_from_an_archive_beside_the_script(cluster, tmp_path, monkeypatch, capsys):
+    from jupyter_gtc import cli
+    from jupyter_gtc._process import run
+
+    (tmp_path / "images").mkdir()
+    run(["podman", "save", "--quiet", "--format", "docker-archive", "--output", str(tmp_path / "images" / "train.tar"),
+         TRAINER], timeout=300)
+    (tmp_path / "train.sbatch").write_text("#!/bin/bash\nsrun python3 -m trainer.task --from-archive\n")
+    monkeypatch.chdir(tmp_path)  # as a user runs gtc from the project folder: ./images/train.tar is there
+    assert cli.main(["job", "submit", "train.sbatch", "--cluster", cluster.name, "--wait",
+                     "--container-image", "./images/train.tar"]) == 0, capsys.readouterr()
+    assert '"argv": ["--from-archive"]' in capsys.readouterr().out  # the image's trainer, in the image

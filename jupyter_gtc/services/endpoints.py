@@ -12,9 +12,8 @@ written, undoes what was done before it.
 
 Limits of this increment: local clusters with the host network (a replica binds loopback, which
 only this machine reaches; a replica on another machine's node needs the node's address and a
-reachable port); ``min_replicas`` replicas are started and kept as they are (``max_replicas`` is
-recorded for the scaling rule to come); a dead replica is taken out of rotation by its failed
-health check, not yet replaced. A user's own server binds where it chooses: give it
+reachable port). Replicas scale between ``min_replicas`` and ``max_replicas`` (the rule: at
+``SCALE_UP_LOAD``); a replica whose job ends after it served is replaced. A user's own server binds where it chooses: give it
 ``GTC_SERVING_HOST`` as its address (Vertex's containers bind 0.0.0.0, which another user of
 this machine could reach; ours binds loopback and asks for the token).
 """
@@ -29,7 +28,7 @@ import secrets
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +36,16 @@ from .._ports import free_ports
 from ..exceptions import EndpointNotFound, GtcError, JobTimeout, PredictionError, SpecError
 from ..registry.rules import ModelRef
 from ..serving import contract
-from ..serving.front import Front, Replica
+from ..serving.front import MAX_OUTSTANDING, Front, Replica
 from ..state.models import ModelTables, ModelVersionRecord
 
+# Scaling between min_replicas and max_replicas. Vertex scales on 60% utilisation; here a replica's
+# utilisation is its outstanding requests over the most it holds (front.MAX_OUTSTANDING): a replica
+# is added when every check of a window (SCALE_UP_CHECKS checks, 2 s apart) saw 60% or more, and one
+# idle replica is removed when no request was outstanding for SCALE_DOWN_IDLE seconds.
+SCALE_UP_LOAD = 0.6 * MAX_OUTSTANDING
+SCALE_UP_CHECKS = 3
+SCALE_DOWN_IDLE = 60.0
 READY_TIMEOUT = 300.0  # s deploy() waits for a replica to answer its health check
 PREDICT_TIMEOUT = 330.0  # s a prediction may take through the front (its own limit is 300)
 REPLICA_SCRIPT = '#!/bin/bash\nexec python -m jupyter_gtc.serving.replica "$1"\n'
@@ -167,7 +173,7 @@ class EndpointService:
             ref = ModelRef(record.model, version=record.version)
             front = Front(endpoint_id, replicas, token, health, predict, folder / "requests.jsonl",
                           still_deployed=lambda: self._still_deployed(ref, endpoint_id),
-                          maintain=lambda f: self._replace_dead(f, launch, ref))
+                          maintain=lambda f: self._maintain(f, launch, ref, min_replicas, max_replicas))
             host, port = front.address
             deployment = {"endpoint": endpoint_id, "deployed_model_id": deployed_model_id, "cluster": cluster,
                           "min_replicas": min_replicas, "max_replicas": max_replicas, "command": command,
@@ -206,6 +212,37 @@ class EndpointService:
                                script_args=[str(spec)], submit_dir=str(launch.folder))
         return job, Replica(job.id, "127.0.0.1", port)
 
+    def _maintain(self, front: Front, launch: "_Launch", ref: ModelRef, low: int, high: int) -> None:
+        """On the front's health thread, every 2 s: replace dead replicas, then scale (the rule:
+        ``SCALE_UP_LOAD``, ``SCALE_DOWN_IDLE``)."""
+        self._replace_dead(front, launch, ref)
+        load = front.load()  # requests outstanding per replica now
+        launch.loads = (launch.loads + [load])[-SCALE_UP_CHECKS:]
+        now = time.monotonic()
+        if load > 0:
+            launch.busy_at = now
+        count = len(front.replicas)
+        if count < high and len(launch.loads) == SCALE_UP_CHECKS and min(launch.loads) >= SCALE_UP_LOAD:
+            if front.stopping:
+                return
+            job, new = self._start_replica(launch)
+            if front.stopping:
+                self._end_jobs([job])
+                return
+            front.add(new)
+            launch.loads = []
+            self._record_replicas(front, launch, ref)
+        elif count > low and now - launch.busy_at >= SCALE_DOWN_IDLE and now - launch.scaled_at >= SCALE_DOWN_IDLE:
+            gone = front.remove_idle()
+            if gone is not None:
+                launch.scaled_at = now
+                self._record_replicas(front, launch, ref)
+                self._end_jobs([self.jobs.get(gone.job, launch.cluster)])
+
+    def _record_replicas(self, front: Front, launch: "_Launch", ref: ModelRef) -> None:
+        self.tables.update_deployment(ref, launch.endpoint_id, {"replicas": [
+            {"job": r.job, "host": r.host, "port": r.port} for r in front.replicas]})
+
     def _replace_dead(self, front: Front, launch: "_Launch", ref: ModelRef) -> None:
         """On the front's health thread, every 2 s: a replica whose job ended after it had served
         (answered its health check once) is replaced by a new job. One that never answered is not:
@@ -220,8 +257,7 @@ class EndpointService:
                 self._end_jobs([job])
                 return
             front.replace(replica, new)
-            self.tables.update_deployment(ref, launch.endpoint_id, {"replicas": [
-                {"job": r.job, "host": r.host, "port": r.port} for r in front.replicas]})
+            self._record_replicas(front, launch, ref)
 
     def _check_cluster(self, cluster: str) -> None:
         found = self.clusters.get(cluster, with_status=False)  # ClusterNotFound names the known ones
@@ -372,6 +408,9 @@ class _Launch:
     options: list[str]
     token_file: Path
     started: int = 0
+    loads: list = field(default_factory=list)  # outstanding requests per replica at the last checks
+    busy_at: float = field(default_factory=time.monotonic)  # when a request was last outstanding
+    scaled_at: float = field(default_factory=time.monotonic)  # when a replica was last removed
 
 
 def _check_replicas(low: object, high: object) -> None:

@@ -141,6 +141,27 @@ class Front(GuardedServer):
         for connection in old._idle:
             connection.close()
 
+    def load(self) -> float:
+        """Requests outstanding per replica (all of them, healthy or starting)."""
+        with self._lock:
+            return sum(r.outstanding for r in self.replicas) / max(1, len(self.replicas))
+
+    def add(self, replica: Replica) -> None:
+        with self._lock:
+            self.replicas = [*self.replicas, replica]
+
+    def remove_idle(self) -> Replica | None:
+        """The newest replica holding no request, taken out of rotation (its job is the caller's to end)."""
+        with self._lock:
+            idle = [r for r in self.replicas if r.outstanding == 0]
+            if not idle:
+                return None
+            gone = idle[-1]
+            self.replicas = [r for r in self.replicas if r is not gone]
+        for connection in gone._idle:
+            connection.close()
+        return gone
+
     def release(self, replica: Replica) -> None:
         with self._lock:
             replica.outstanding -= 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -35,7 +36,8 @@ PROMPTS = ["The try statement", "A function definition", "The"]
 
 @pytest.fixture(scope="module")
 def cluster(slurm_available):
-    api.create_cluster(small_gpu_spec(CLUSTER, nodes=1, machine="n2-standard-8"))
+    # Two nodes of one CPU each here: a replica's job takes one, so two replicas can run (scaling).
+    api.create_cluster(small_gpu_spec(CLUSTER, nodes=2, machine="n2-standard-8"))
     yield CLUSTER
     api.delete_cluster(CLUSTER)
 
@@ -55,6 +57,19 @@ def post(url: str, body: bytes) -> tuple[int, dict]:
         return response.status, json.loads(response.read())
     finally:
         connection.close()
+
+
+def headers_only(url: str, length: int) -> tuple[int, dict]:
+    """A POST's headers announcing ``length`` bytes, and the answer, the body never sent (a client
+    sending it would meet a closed connection: the refusal comes first)."""
+    host, _, rest = url.removeprefix("http://").partition("/")
+    name, port = host.split(":")
+    with socket.create_connection((name, int(port)), timeout=60) as sock:
+        sock.sendall(f"POST /{rest} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {length}\r\n\r\n".encode())
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, json.loads(response.read())
 
 
 def gtc_cli(*argv: str) -> subprocess.CompletedProcess:
@@ -99,7 +114,7 @@ def test_the_tiny_llama_is_deployed_answers_and_is_undeployed(cluster, tiny, mon
     assert refused.value.status == 400 and "instances[0].prompt" in str(refused.value)
     status, answer = post(ep.url, b"not json")
     assert status == 400 and "body" in answer["error"]["message"]
-    status, answer = post(ep.url, b'{"instances": ["' + b"x" * 1_500_000 + b'"]}')  # over Vertex's 1.5 MB
+    status, answer = headers_only(ep.url, 1_500_001)  # over Vertex's 1.5 MB: refused before any body is read
     assert status == 413 and "1500000 bytes at most" in answer["error"]["message"]
 
     # The registry: the deployment row, a deploy event, and a deployed version cannot go.
@@ -221,3 +236,42 @@ def test_a_replica_whose_job_ends_is_replaced(cluster, tmp_path):
     assert [r["job"] for r in ep.deployment["replicas"]] == [second]  # the registry's row follows
     ep.undeploy()
     assert api.get_job(first, CLUSTER).finished and api.get_job(second, CLUSTER).finished
+
+
+def test_replicas_follow_the_load_between_min_and_max(cluster, tmp_path, monkeypatch):
+    from jupyter_gtc.services import endpoints
+
+    monkeypatch.setattr(endpoints, "SCALE_DOWN_IDLE", 2.0)  # not a minute: the test waits on it
+    folder = tmp_path / "echo"
+    folder.mkdir()
+    (folder / "ready").touch()
+    api.register_model(artifact_uri=str(folder), model="elastic")
+    ep = api.deploy_model("elastic", CLUSTER, min_replicas=1, max_replicas=2,
+                          command=[sys.executable, str(USER_SERVER)])
+    first = ep.replicas[0]["job"]
+
+    def wait_until(predicate):
+        deadline = time.monotonic() + 120
+        while not predicate():
+            assert time.monotonic() < deadline, [(r, api.get_job(r["job"], CLUSTER).state) for r in ep.replicas]
+            time.sleep(0.1)
+
+    (folder / "hold").touch()  # every request waits in the replica: a full replica, 100% utilised
+    with ThreadPoolExecutor(MAX_OUTSTANDING) as pool:
+        try:
+            held = [pool.submit(ep.predict, [{"x": i}]) for i in range(MAX_OUTSTANDING)]
+            wait_until(lambda: len(ep.replicas) == 2 and all(r["healthy"] for r in ep.replicas))
+            assert len(ep.deployment["replicas"]) == 2  # the registry's row follows
+        finally:
+            (folder / "hold").unlink()
+        assert [f.result()[0]["echo"]["x"] for f in held] == list(range(MAX_OUTSTANDING))
+    # Both idle now: requests take turns, so the new replica serves too.
+    assert [ep.predict([{"x": i}])[0]["echo"]["x"] for i in range(2)] == [0, 1]
+    assert all(r["served"] >= 1 for r in ep.replicas)
+    second = next(r["job"] for r in ep.replicas if r["job"] != first)
+    wait_until(lambda: len(ep.replicas) == 1)  # idle: back to min_replicas, never below
+    assert [r["job"] for r in ep.replicas] == [first] and [r["job"] for r in ep.deployment["replicas"]] == [first]
+    wait_until(lambda: api.get_job(second, CLUSTER).finished)  # its job is cancelled once out of rotation
+    time.sleep(3 * endpoints.SCALE_DOWN_IDLE)  # a wait for what must not happen: going below min
+    assert len(ep.replicas) == 1 and ep.replicas[0]["healthy"]
+    ep.undeploy()

@@ -43,14 +43,14 @@ def test_a_model_is_deployed_asked_and_undeployed_through_the_server(jupyter_ser
     folder = tmp_path / "echo"
     folder.mkdir()
     (folder / "ready").touch()  # the user's server is healthy at once
-    api.register_model(artifact_uri=str(folder), model="rest-echo")
+    api.register_model(artifact_uri=str(folder), model="webecho")
 
-    status, body = call(jupyter_server, "POST", "models/rest-echo/deploy", {"cluster": CLUSTER, "colour": "red"})
+    status, body = call(jupyter_server, "POST", "models/webecho/deploy", {"cluster": CLUSTER, "colour": "red"})
     assert status == 400 and "colour" in body["message"]
-    deployed = ok(jupyter_server, "POST", "models/rest-echo%401/deploy",
+    deployed = ok(jupyter_server, "POST", "models/webecho%401/deploy",
                   {"cluster": CLUSTER, "command": [sys.executable, str(USER_SERVER)]})
     endpoint = deployed["id"]
-    assert deployed["model"] == "rest-echo@1" and deployed["cluster"] == CLUSTER
+    assert deployed["model"] == "webecho@1" and deployed["cluster"] == CLUSTER
     assert [e["id"] for e in ok(jupyter_server, "GET", "endpoints")["endpoints"]] == [endpoint]
     replicas = ok(jupyter_server, "GET", f"endpoints/{endpoint}")["replicas"]
     assert len(replicas) == 1 and replicas[0]["healthy"]  # seen by the process that serves it
@@ -67,4 +67,4 @@ def test_a_model_is_deployed_asked_and_undeployed_through_the_server(jupyter_ser
 
     assert ok(jupyter_server, "DELETE", f"endpoints/{endpoint}") == {"undeployed": endpoint}
     assert ok(jupyter_server, "GET", "endpoints")["endpoints"] == []
-    assert api.get_model("rest-echo").deployment is None
+    assert api.get_model("webecho").deployment is None

@@ -38,6 +38,19 @@ class BytesResult:
     stderr: str
 
 
+# Secrets of the server we run in, which no command or job of ours needs: sbatch hands the
+# environment it starts with to the job (and Slurm keeps it with the job), so a job submitted
+# from the sidebar carried the Jupyter server's own token. A variable a caller passes in ``env``
+# (the local endpoint's token, to its own process) is passed as given.
+INHERITED_SECRETS = frozenset({
+    "JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN", "JUPYTER_SERVER_TOKEN", "GTC_VERTEX_TOKEN",
+})
+
+
+def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k not in INHERITED_SECRETS}, **(env or {})}
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -61,7 +74,7 @@ def run_bytes(
 ) -> BytesResult:
     """``run``, with bytes in (``input``) and out (``stdout``); stderr is text."""
     argv = [str(a) for a in argv]
-    full_env = {**os.environ, **env} if env else None
+    full_env = _child_env(env)
     log.debug("run %s", argv)
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
@@ -141,7 +154,7 @@ def start_daemon(argv: Sequence[str], *, log_file: Path, env: Mapping[str, str] 
     the process stays in our process group and dies with it (a kernel's TensorBoard).
     """
     argv = [str(a) for a in argv]
-    full_env = {**os.environ, **env} if env else None
+    full_env = _child_env(env)
     log.debug("start %s", argv)
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(

@@ -150,3 +150,17 @@ def test_a_misspelt_option_gets_sbatchs_text_and_a_guess(env_cluster, options, s
     with pytest.raises(JobSubmitError) as info:
         api.submit_job(env_cluster, script, options)
     assert str(info.value).startswith(f"sbatch refused the job: sbatch: {refused}")
+
+
+def test_the_servers_own_tokens_never_reach_a_job(env_cluster, monkeypatch):
+    """sbatch gives a job the environment it starts with: a job submitted from the sidebar (the
+    Jupyter server's process) carried JUPYTERHUB_API_TOKEN, which Slurm also keeps with the job.
+    A variable the user sets for their jobs (HF_TOKEN here) still reaches them."""
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "hub-secret")
+    monkeypatch.setenv("JUPYTER_TOKEN", "server-secret")
+    monkeypatch.setenv("HF_TOKEN", "the-users-own")
+    job = api.submit_job(env_cluster, "#!/bin/bash\nenv\n").wait(60)
+    seen = dict(line.split("=", 1) for line in job.logs().splitlines() if "=" in line)
+    assert "JUPYTERHUB_API_TOKEN" not in seen and "JUPYTER_TOKEN" not in seen
+    assert seen.get("HF_TOKEN") == "the-users-own"
+    assert "hub-secret" not in job.logs() and "server-secret" not in job.logs()

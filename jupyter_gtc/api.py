@@ -443,7 +443,7 @@ def run_recipe(name: str, cluster: str, config: str = "tiny", *, nodes: int | No
 
         check_model_name(register, "register")  # before the job is submitted
     job = _recipes.run_recipe(_jobs(), name, cluster, config, nodes=nodes, init_from=init_from, args=args,
-                              options=options)
+                              options=options, submit_dir=_working_dir())
     if register is not False:
         _models().register_when_done(job, name if register is True else register,
                                      origin={"recipe": name, "config": config, "init_from": init_from})

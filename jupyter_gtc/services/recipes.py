@@ -6,6 +6,7 @@ model folder (``AIP_MODEL_DIR``) is complete once the program wrote ``recipe.jso
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..exceptions import RecipeOutputMissing
@@ -19,8 +20,13 @@ __all__ = ["FINISHED_MARKER", "RecipeOutputMissing", "recipe_output", "run_recip
 
 def run_recipe(jobs: JobService, name: str, cluster: str, config: str = "tiny", *, nodes: int | None = None,
                init_from: str | None = None, args: list[str] | None = None,
-               options: list[str] | None = None) -> Job:
+               options: list[str] | None = None, submit_dir: str | None = None) -> Job:
+    """``submit_dir``: where the user is (a kernel's or ``gtc``'s folder): a ``--data`` file
+    named relative to it is found there, as a shell would find it, though the recipe runs in
+    its job folder (its own flags, ``--hold-until``, name files there)."""
     recipe = get_recipe(name)
+    if submit_dir is not None:
+        args = data_from(submit_dir, list(args or []))
     chosen = recipe.config(config)
     if init_from is None and recipe.consumes:
         try:
@@ -34,6 +40,27 @@ def run_recipe(jobs: JobService, name: str, cluster: str, config: str = "tiny", 
     # local cluster, the attach spec's on an attached one), unless the nodes set GTC_PYTHON.
     return jobs.submit(cluster, render_sbatch(recipe, chosen, nodes), options,
                        script_args=recipe_args(recipe, chosen, init_from, list(args or [])))
+
+
+def data_from(submit_dir: str, args: list[str]) -> list[str]:
+    """``args`` with a relative ``--data`` file that exists in ``submit_dir`` made absolute; a
+    corpus name (``pydoc-topics``) or a path that is not there is left for the recipe to judge."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        flag, eq, value = arg.partition("=")
+        if flag != "--data":
+            continue
+        if not eq:
+            if i + 1 >= len(out):
+                break
+            value = out[i + 1]
+        if value and not os.path.isabs(value) and os.path.exists(os.path.join(submit_dir, value)):
+            absolute = os.path.join(submit_dir, value)
+            if eq:
+                out[i] = f"--data={absolute}"
+            else:
+                out[i + 1] = absolute
+    return out
 
 
 def recipe_output(jobs: JobService, ref: str, cluster: str | None = None) -> Path:

@@ -62,6 +62,22 @@ def test_the_cli_runs_the_next_recipe_from_the_newest_model_passing_unknown_flag
     assert api.recipe_output("continued-pretrain", cluster) == api.get_job("continued-pretrain", cluster).model_dir
 
 
+def test_a_data_file_named_relative_to_where_gtc_runs_is_found_there(cluster, tmp_path):
+    """`gtc recipe run ... --data mytext.md` from the folder holding mytext.md: the recipe runs in
+    its job folder, where the file is not, and failed ("data: 'mytext.md' is not valid")."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).parents[2] / "README.md", tmp_path / "mytext.md")
+    result = subprocess.run([sys.executable, "-m", "jupyter_gtc.cli", "recipe", "run", "llama-pretrain",
+                             "--cluster", cluster, "--no-register", "--wait", "--steps", "2", "--data", "mytext.md"],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "step 2/2" in result.stdout
+
+
 def test_a_requeued_job_resumes_from_its_newest_checkpoint(cluster):
     from jupyter_gtc import api
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -147,13 +148,26 @@ def _check_partitions(cluster: str, layouts: list[PartitionLayout], partition: s
     chosen = [p for p in layouts if p.name in partition.split(",")] if partition else \
         [p for p in layouts if p.default][:1]
     nodes = [(g, t, p.name) for p in chosen for g, t in zip(p.node_gpus, p.node_types)]
-    if not asks or not nodes or any(not t for _, t, _ in nodes):
+    if asks and nodes and all(t for _, t, _ in nodes):
+        gpus, machine, part = max(nodes)
+        ask = max(asks, key=lambda a: a.per_node)
+        if ask.per_node > gpus:
+            has = {0: "no GPUs", 1: "1 GPU"}.get(gpus, f"{gpus} GPUs")
+            raise SpecError(f"--{ask.option}", ask.value, f"partition {part} has {machine} nodes with {has}; {ask.how}")
+    _check_node_count(cluster, chosen, dict(pairs).get("nodes"))
+
+
+def _check_node_count(cluster: str, chosen: list[PartitionLayout], nodes: str | None) -> None:
+    """Refuse ``--nodes`` more than the largest chosen partition has: Slurm 22.05 takes such a
+    job and leaves it PENDING (PartitionConfig) for ever, as plain sbatch would."""
+    least = re.match(r"\s*(\d+)(?:-\d+)?\s*$", nodes or "")
+    if not least or not chosen:
         return
-    gpus, machine, part = max(nodes)
-    ask = max(asks, key=lambda a: a.per_node)
-    if ask.per_node > gpus:
-        has = {0: "no GPUs", 1: "1 GPU"}.get(gpus, f"{gpus} GPUs")
-        raise SpecError(f"--{ask.option}", ask.value, f"partition {part} has {machine} nodes with {has}; {ask.how}")
+    largest = max(chosen, key=lambda p: len(p.nodes))
+    if int(least.group(1)) > len(largest.nodes):
+        raise SpecError("--nodes", nodes, f"at most {len(largest.nodes)}: partition {largest.name} of {cluster} has "
+                                          f"{len(largest.nodes)} node(s) (`gtc cluster scale {cluster} --pool POOL "
+                                          "--nodes N` adds nodes)")
 
 
 def _absolute(field: str, folder: str | os.PathLike) -> str:

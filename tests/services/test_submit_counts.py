@@ -51,11 +51,14 @@ def counts_cluster(slurm_available):
 def test_nodes_0_is_refused_before_sbatch_and_leaves_no_job(counts_cluster):
     folders = set((Path(os.environ["GTC_HOME"]) / "jobs" / counts_cluster).glob("*"))
     for options, script in [(["--nodes", "0"], "true"), (["--nodes=3-1"], "true"),
-                            ([], "#!/bin/bash\n#SBATCH --ntasks=0\ntrue\n"), (["--gpus-per-node", "-1"], "true")]:
+                            ([], "#!/bin/bash\n#SBATCH --ntasks=0\ntrue\n"), (["--gpus-per-node", "-1"], "true"),
+                            # more nodes than the cluster has: Slurm left it PENDING (PartitionConfig) for ever
+                            (["--nodes", "3"], "true"), (["-N", "3-4"], "true")]:
         with pytest.raises(SpecError) as info:
             api.submit_job(counts_cluster, script, ["-J", "impossible", *options])
         assert info.value.field.startswith("--") and str(info.value).startswith(
             f"{info.value.field}: {info.value.value!r} is not valid; ")
+    assert "at most 2: partition " in str(info.value) and f"of {counts_cluster} has 2 node(s)" in str(info.value)
     assert set((Path(os.environ["GTC_HOME"]) / "jobs" / counts_cluster).glob("*")) == folders
     # A job that runs after them is the cluster's first: slurmctld never saw the refused ones
     # (before, each took an id and stayed in listings as FAILED, not ours).

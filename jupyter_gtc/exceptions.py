@@ -390,9 +390,11 @@ class PredictionError(GtcError):
     """An endpoint answered a prediction with an error: ``status`` is its HTTP code (400 a bad
     request, with the reason; 429 not ready or full, retry later; 5xx the server's own)."""
 
-    google_status = "UNKNOWN"
+    google_status = "UNAVAILABLE"  # a model server's failure; a 400 or 429 says more, below
 
     def __init__(self, endpoint: str, status: int, message: str):
         self.endpoint, self.status = endpoint, status
         self.http_status = status if 400 <= status < 600 else 502
+        self.google_status = {400: "INVALID_ARGUMENT", 413: "INVALID_ARGUMENT", 404: "NOT_FOUND",
+                              429: "RESOURCE_EXHAUSTED"}.get(status, "UNAVAILABLE")
         super().__init__(f"endpoint {endpoint} answered {status}: {message}")

@@ -5,6 +5,7 @@ had is an ``ImageUnavailable`` naming the image and each way tried, with why it 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -74,3 +75,11 @@ def ensure(engine: Found, image: str) -> str:
                  "give docker-archive:/path/IMAGE.tar or oci:/path/LAYOUT[:TAG] as the image")
     raise ImageUnavailable(image, tried)
 
+
+
+def entrypoint(engine: Found, reference: str) -> list[str]:
+    """The ENTRYPOINT of ``reference`` (in ``engine``'s store): what runs for a ``command: []``
+    whose arguments replace the image's CMD, as a tuning trial's flags do. Empty: it has none."""
+    shown = run([engine.path, "image", "inspect", "--format", "{{json .Config.Entrypoint}}", reference], timeout=60)
+    words = json.loads(shown.stdout.strip() or "null")
+    return [str(w) for w in words] if isinstance(words, list) else []

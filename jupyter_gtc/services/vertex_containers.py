@@ -10,6 +10,11 @@ runs ``pip`` (``CustomJob.from_local_script``'s ``pip install --upgrade pip && p
 The image is had here, in the endpoint, before the job is submitted: the local endpoint's
 cluster is this machine's, its nodes share this runtime's image store, and an image that
 cannot be had is the request's error, naming the image and each way tried.
+
+A HyperparameterTuningJob's trials are Slurm jobs of a script (``spec/trial_job.py``): theirs
+run in pool 0's image through the cluster's ``%%sbatch --container-image`` support (Slurm's
+OCI runtime, ``containers/slurm_job.py``), the hyperparameter flags after the image's
+ENTRYPOINT as Vertex passes them (they replace its CMD).
 """
 
 from __future__ import annotations
@@ -37,6 +42,53 @@ def runtimes() -> Runtimes | None:
     if os.environ.get(SWITCH, "").strip().lower() == "none":
         return None
     return local_runtimes()
+
+
+def trial_in_image(job_spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A tuning job's ``trial_job_spec`` (its JSON, camelCase) whose pool 0 names an image: the
+    spec with that pool's command made explicit (the image's ENTRYPOINT for ``command: []``),
+    and the ``#SBATCH`` lines that run each trial's steps in the image. Without a runtime, or
+    the image, the spec as given and no lines: its command runs on the nodes, unless it needs
+    the image (``command: []``) or runs pip, which is refused as for a CustomJob."""
+    from ..containers.slurm_job import missing_tools
+
+    pools = job_spec.get("workerPoolSpecs") or []
+    container = pools[0].get("containerSpec") if pools and isinstance(pools[0], dict) else None
+    if not isinstance(container, dict) or not container.get("imageUri"):
+        return job_spec, []
+    where = "trial_job_spec.worker_pool_specs[0].container_spec"
+    image, command, args = container["imageUri"], list(container.get("command") or []), list(container.get("args") or [])
+    found = runtimes()
+    problems = missing_tools(found) if found else []
+    why_not = (f"{SWITCH}=none in the endpoint's environment" if not found else
+               f"this cluster cannot run trials in images: it needs {'; '.join(problems)}")
+    if found and not problems:
+        try:
+            reference = images.ensure(found.engine, image)
+        except images.ImageUnavailable as e:
+            if not command or runs_pip([*command, *args]):
+                raise SpecError(f"{where}.image_uri", image, f"an image {found.engine.name} can have here: {e}") from None
+            why_not = str(e)
+        else:
+            if not command:
+                command = images.entrypoint(found.engine, reference)
+                if not command:  # Vertex's flags would be the program: nothing a trial can run
+                    raise SpecError(f"{where}.command", [], f"the program to run: image {image} has no ENTRYPOINT, "
+                                    f"and a trial's hyperparameter flags replace its CMD")
+            names = [e["name"] for e in container.get("env") or [] if isinstance(e, dict) and e.get("name")]
+            lines = [f"#SBATCH --container-image={reference}"]
+            if names:  # the pool's variables win over the image's own, as on Vertex
+                lines.append(f"#SBATCH --container-env={','.join(names)}")
+            pool = {**pools[0], "containerSpec": {**container, "command": command}}
+            return {**job_spec, "workerPoolSpecs": [pool, *pools[1:]]}, lines
+    if not command:
+        raise SpecError(f"{where}.command", [], f"the program and its arguments, or a container runtime that runs "
+                        f"image {image}'s entrypoint: {why_not}")
+    if runs_pip([*command, *args]):
+        raise SpecError(f"{where}.command", [*command, *args], f"a command that runs no pip, or a container runtime "
+                        f"to run it in image {image}: {why_not}. On the nodes it would install into the Python "
+                        f"environment the job runs with (the kernel's), which no job may change")
+    return job_spec, []
 
 
 def container_pool(container: Any, replicas: int, where: str) -> dict[str, Any]:

@@ -55,10 +55,17 @@ class VertexTuningJobs(VertexCollection):
         body = with_zeros(message)  # a parameter's bound of 0 is absent from the request
         pools = body.get("trialJobSpec", {}).get("workerPoolSpecs", [])
         script = self._package_script(body["trialJobSpec"]) if pools and "pythonPackageSpec" in pools[0] else None
-        if note:  # what is not applied (psc_interface_config, ...): each trial's first log line too
-            from ..spec.job import insert_after_header
-            from ..spec.trial_job import script_from_worker_pools
+        from ..spec.job import insert_after_header
+        from ..spec.trial_job import script_from_worker_pools
 
+        if script is None:  # pool 0's image: each trial's steps run in it (services/vertex_containers.py)
+            from .vertex_containers import trial_in_image
+
+            trial_spec, in_image = trial_in_image(body.get("trialJobSpec") or {})
+            if in_image:  # the study's spec names the program run (the resource keeps the request's)
+                body["trialJobSpec"] = trial_spec
+                script = insert_after_header(script_from_worker_pools(trial_spec), in_image)
+        if note:  # what is not applied (psc_interface_config, ...): each trial's first log line too
             script = insert_after_header(script or script_from_worker_pools(body.get("trialJobSpec") or {}),
                                          [f"echo {shlex.quote(note)}"])
         if script:

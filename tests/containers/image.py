@@ -39,6 +39,24 @@ print(json.dumps({"argv": sys.argv[1:], "in_container": os.path.exists("/run/.co
 '''
 
 
+# A tuning trial's image, as the one Google's tuning sample names (python-aiplatform's
+# samples/model-builder/create_hyperparameter_tuning_job_sample.py: command [], args []): its
+# ENTRYPOINT takes the trial's flags, and it reports the loss as cloudml-hypertune writes it.
+TUNER_TASK = '''import argparse, json, math, os, sys, time
+parser = argparse.ArgumentParser()
+for name, kind in (("lr", float), ("units", int), ("activation", str), ("batch_size", int)):
+    parser.add_argument("--" + name, type=kind, required=True)
+given = parser.parse_args()
+loss = abs(math.log10(given.lr) + 2) + given.units / 1000 + (given.activation == "selu") + given.batch_size / 10000
+with open(os.environ["CLOUD_ML_HP_METRIC_FILE"], "w") as f:
+    f.write(json.dumps({"loss": str(loss), "global_step": "1", "timestamp": time.time(),
+                        "trial": os.environ.get("CLOUD_ML_TRIAL_ID", "")}) + "\\n")
+print("TUNER " + json.dumps({"argv": sys.argv[1:], "in_container": os.path.exists("/opt/tuner/tuner"),
+                             "python": sys.executable, "loss": loss, "greeting": os.environ.get("GREETING")}))
+'''
+TUNER = "localhost/gtc-test/tuner:" + hashlib.sha256(TUNER_TASK.encode()).hexdigest()[:12]
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("GTC_TEST_IMAGE_CACHE") or Path.home() / ".cache" / "jupyter_gtc" / "images")
 
@@ -79,3 +97,22 @@ def trainer_image() -> str:
     finally:
         shutil.rmtree(context, ignore_errors=True)
     return TRAINER
+
+
+def tuner_image() -> str:
+    """The tuning trial's image (tagged by its code's hash: a changed trainer is a new image)."""
+    base_image()
+    if _exists(TUNER):
+        return TUNER
+    context = Path(tempfile.mkdtemp(prefix="gtc-tuner-"))
+    try:
+        (context / "tuner").mkdir()
+        (context / "tuner" / "__init__.py").write_text("")
+        (context / "tuner" / "task.py").write_text(TUNER_TASK)
+        # CMD is what Vertex's flags replace: a trial that ran it would fail on the unknown flag.
+        (context / "Containerfile").write_text(f"FROM {BASE}\nCOPY tuner /opt/tuner/tuner\nENV PYTHONPATH=/opt/tuner\n"
+                                               f'ENTRYPOINT ["python3", "-m", "tuner.task"]\nCMD ["--not-a-flag"]\n')
+        run(["podman", "build", "--quiet", "--tag", TUNER, str(context)], timeout=600)
+    finally:
+        shutil.rmtree(context, ignore_errors=True)
+    return TUNER

@@ -617,8 +617,25 @@ def _models():
             from .services.endpoints import EndpointService  # serving: light until a deploy
 
             service.endpoints = EndpointService(clusters.store, clusters, jobs, clusters.home)
+            service.endpoints.plotter = _plot_endpoint
             _model_services[clusters.home] = service
         return _model_services[clusters.home]
+
+
+_endpoint_plotter = None
+
+
+def register_endpoint_plotter(plotter) -> None:
+    """How ``ep.plot()`` draws (the widgets register it, as for jobs); kept here, so a front end
+    that registers it imports no serving module."""
+    global _endpoint_plotter
+    _endpoint_plotter = plotter
+
+
+def _plot_endpoint(endpoint):
+    if _endpoint_plotter is None:
+        raise GtcError("ep.plot() draws in a notebook: run `%load_ext jupyter_gtc` first")
+    return _endpoint_plotter(endpoint)
 
 
 def register_model(job: Job | str | None = None, model: str | None = None, *, alias: str | list[str] | None = None,
@@ -668,7 +685,7 @@ def delete_model(ref: str) -> None:
     _models().delete(parse_ref(ref))
 
 
-__all__ += ["register_model", "get_model", "list_models", "set_model_alias", "merge_model_aliases", "delete_model"]
+__all__ += ["register_endpoint_plotter", "register_model", "get_model", "list_models", "set_model_alias", "merge_model_aliases", "delete_model"]
 
 
 # -- serving: endpoints -----------------------------------------------------------------

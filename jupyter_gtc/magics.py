@@ -295,6 +295,13 @@ def load(shell) -> None:
     # job.plot() draws with the widgets; imported at the first plot, not here (a kernel that
     # only plots, after a restart, showed no panel first to import them).
     api.register_job_plotter(_plot_job)
+    api.register_endpoint_plotter(_plot_endpoint)
+
+
+def _plot_endpoint(endpoint):
+    from .widgets.endpoint_plot import plot_endpoint
+
+    return plot_endpoint(endpoint)
 
 
 def _plot_job(job: api.Job, tags):

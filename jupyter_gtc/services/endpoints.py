@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .._ports import free_ports
 from ..exceptions import EndpointNotFound, GtcError, JobTimeout, PredictionError, SpecError
@@ -96,6 +96,18 @@ class Endpoint:
             return []
         return [json.loads(line) for line in lines if line.endswith("}")]
 
+    @property
+    def metrics_feed(self):
+        """This process's one ``EndpointMetrics`` of the endpoint: its requests as a point a second."""
+        return self._service.metrics_feed(self.id)
+
+    def plot(self):
+        """A live plot of requests/s, p50/p95 latency, errors/s and replicas, a point a second.
+        Drawn by the notebook front end: ``%load_ext jupyter_gtc`` first."""
+        if self._service.plotter is None:
+            raise GtcError("ep.plot() draws in a notebook: run `%load_ext jupyter_gtc` first")
+        return self._service.plotter(self)
+
     def undeploy(self) -> None:
         self._service.undeploy(self.id)
 
@@ -116,6 +128,9 @@ class EndpointService:
         self.fronts: dict[str, Front] = {}  # the endpoints this process serves
         self._addresses: dict[str, dict[str, Any]] = {}  # endpoint -> its front's address, once read
         self._local = threading.local()  # each thread's kept-alive connections to fronts
+        self._feeds: dict[str, Any] = {}  # endpoint -> its EndpointMetrics in this process
+        self._feeds_lock = threading.Lock()
+        self.plotter = None  # how ep.plot() draws: the widgets', given through api (services import none)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -133,6 +148,20 @@ class EndpointService:
 
     def list(self) -> list[Endpoint]:
         return [Endpoint(self, r.deployment["endpoint"]) for r in self.tables.deployed()]
+
+    def metrics_feed(self, endpoint_id: str):
+        from .endpoint_metrics import EndpointMetrics
+
+        with self._feeds_lock:
+            feed = self._feeds.get(endpoint_id)
+            if feed is None:
+                deployment = self.find(endpoint_id).deployment
+                endpoint = Endpoint(self, endpoint_id)
+                feed = self._feeds[endpoint_id] = EndpointMetrics(
+                    endpoint_id, Path(deployment["folder"]) / "requests.jsonl", deployment["deployed_at"],
+                    replicas=lambda: _count(lambda: endpoint.replicas),
+                    deployed=lambda: _count(lambda: [endpoint.record]) > 0)
+            return feed
 
     # -- deploying --------------------------------------------------------------------------
 
@@ -432,6 +461,14 @@ def _private_file(path: Path, text: str) -> Path:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     return path
+
+
+def _count(read: Callable[[], list]) -> int:
+    """How many ``read()`` lists; 0 once the endpoint is gone (undeployed meanwhile)."""
+    try:
+        return len(read())
+    except (GtcError, KeyError, TypeError):
+        return 0
 
 
 def _user() -> str:

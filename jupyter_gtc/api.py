@@ -492,6 +492,15 @@ def vertex_models():
     return VertexModels(_models(), gcs_root())
 
 
+def vertex_endpoints(cluster: str):
+    """Vertex AI's EndpointService and PredictionService over our serving on ``cluster``
+    (``services/vertex_endpoints.py``): endpoints, deployModel / undeployModel, predict; heavy
+    as ``vertex_jobs``."""
+    from .services.vertex_endpoints import VertexEndpoints
+
+    return VertexEndpoints(vertex_models(), vertex_jobs(cluster)._layouts, cluster, _clusters().home)
+
+
 def start_vertex_endpoint(cluster: str, port: int | None = None):
     """A local Vertex endpoint for ``cluster`` (``gtc vertex serve`` in a child of this
     process, ending with it), or the one running already; its ``api_endpoint`` is what
@@ -533,7 +542,7 @@ def vertex_request_log() -> Path:
     return folder / "requests.log"
 
 
-__all__ += ["vertex_jobs", "vertex_tuning_jobs", "vertex_models", "start_vertex_endpoint", "find_vertex_endpoint",
+__all__ += ["vertex_jobs", "vertex_tuning_jobs", "vertex_models", "vertex_endpoints", "start_vertex_endpoint", "find_vertex_endpoint",
             "gcs_root", "VERTEX_TOKEN_VARIABLE"]
 
 

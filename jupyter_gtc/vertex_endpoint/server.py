@@ -38,7 +38,7 @@ from typing import Any
 from .. import api
 from ..exceptions import GtcError, InvalidArgument, JobNotFound, google_error_body
 from ..vertex.guard import GuardedHandler, GuardedServer
-from . import models
+from . import endpoints, models
 
 log = logging.getLogger("jupyter_gtc.vertex_endpoint")
 DEFAULT_BUCKET = "local-bucket"  # %gtc_vertex_local's staging bucket, there from the start
@@ -54,14 +54,15 @@ ROUTES = [
     ("POST", re.compile(_JOB + r":cancel"), "cancel"),
     ("DELETE", re.compile(_JOB), "delete"),
     ("GET", re.compile(_JOB + r"/operations/(?P<op>[^/]+)"), "get_operation"),
-] + models.MODEL_ROUTES  # ModelService (models.py)
+] + models.MODEL_ROUTES + endpoints.ENDPOINT_ROUTES  # ModelService (models.py), EndpointService (endpoints.py)
 
 
-class Endpoint(models.ModelMethods):
+class Endpoint(models.ModelMethods, endpoints.EndpointMethods):
     """The API's methods over ``api.vertex_jobs`` and ``api.vertex_tuning_jobs`` for one cluster;
     operations kept in memory (a delete finishes at once: its operation is done when answered)."""
 
     def __init__(self, cluster: str):
+        self.cluster = cluster
         self.collections = {"customJobs": api.vertex_jobs(cluster),
                             "hyperparameterTuningJobs": api.vertex_tuning_jobs(cluster)}
         self.operations: dict[str, dict[str, Any]] = {}
@@ -163,9 +164,9 @@ class Handler(GuardedHandler):
             if verb == method and match:
                 try:
                     kwargs = match.groupdict()
-                    if name == "create" or name in models.TAKES_BODY:
+                    if name == "create" or name in models.TAKES_BODY or name in endpoints.TAKES_BODY:
                         kwargs["body"] = _json(body)
-                    if name == "list" or name in models.TAKES_QUERY:
+                    if name == "list" or name in models.TAKES_QUERY or name in endpoints.TAKES_QUERY:
                         kwargs["query"] = params
                     return 200, getattr(self.server.endpoint, name)(**kwargs)
                 except GtcError as e:

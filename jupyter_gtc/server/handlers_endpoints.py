@@ -2,7 +2,8 @@
 An endpoint deployed here is served by the Jupyter server's process, as long as it runs.
 
     GET    endpoints                 {"endpoints": [endpoint_json, ...]}
-    GET    endpoints/ID              endpoint_json: model, cluster, url, replicas (health, load)
+    GET    endpoints/ID              endpoint_json: model, cluster, url, replicas (health, load), and
+                                     "traffic": the last minute's requests/s, p50/p95 s, errors
     POST   endpoints/ID/predict      {"instances": [...]} -> {"predictions": [...]}; a refusal keeps the
                                      endpoint's status (400 with the reason, 429 not ready or full)
     DELETE endpoints/ID              undeployed: its replicas' jobs ended; {"undeployed": ID}
@@ -12,27 +13,38 @@ An endpoint deployed here is served by the Jupyter server's process, as long as 
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .. import api
+from ..serving.traffic import read_tail, summarize
 from .base import GtcHandler, bad_request
 
 _DEPLOY_FIELDS = {"cluster", "min_replicas", "max_replicas", "command", "options"}
+
+
+def endpoint_json(endpoint) -> dict:
+    """``Endpoint.to_json()`` and its recent traffic (``serving/traffic.py``), for the sidebar."""
+    data = endpoint.to_json()
+    data["traffic"] = summarize(read_tail(Path(endpoint.deployment["folder"]) / "requests.jsonl"), time.time())
+    return data
 
 
 class EndpointsHandler(GtcHandler):
     @web.authenticated
     @authorized
     async def get(self):
-        self.write_json({"endpoints": await self.call(lambda: [e.to_json() for e in api.list_endpoints()])})
+        self.write_json({"endpoints": await self.call(lambda: [endpoint_json(e) for e in api.list_endpoints()])})
 
 
 class EndpointHandler(GtcHandler):
     @web.authenticated
     @authorized
     async def get(self, endpoint: str):
-        self.write_json(await self.call(lambda: api.get_endpoint(endpoint).to_json()))
+        self.write_json(await self.call(lambda: endpoint_json(api.get_endpoint(endpoint))))
 
     @web.authenticated
     @authorized

@@ -358,3 +358,157 @@ export namespace FeedEvent {
     message: string;
   }
 }
+
+/** A version in `GET models` (`handlers_models.models_json`): no lineage, for a short list. */
+export interface IModelVersionSummary {
+  /** From 1. */
+  version: number;
+  /** `default` on exactly one version; each alias on one version at most. */
+  aliases: string[];
+  /** Seconds since the epoch. */
+  created_at: number;
+  /** Its folder, or a gs:// URI. */
+  artifact_uri: string;
+  /** The id of the job that trained it; null for a folder registered without one. */
+  job: string | null;
+  /** Served by an endpoint now. */
+  deployed: boolean;
+}
+
+/** A model in `GET models`. */
+export interface IModelSummary {
+  name: string;
+  description: string;
+  labels: Record<string, string>;
+  created_at: number;
+  /** Oldest first. */
+  versions: IModelVersionSummary[];
+}
+
+/** `GET models`: by name. */
+export interface IModelList {
+  models: IModelSummary[];
+}
+
+/** What trained a version (`services/model_lineage.job_lineage`, and `parent`, `origin`,
+ * `source` from `ModelService.register`); a registration without a job has only the last three. */
+export interface ILineage {
+  job?: {
+    cluster: string;
+    id: string;
+    name: string;
+    state: string;
+    exit_code: number | null;
+    job_dir: string;
+    user: string | null;
+    submitted_at: number;
+    ended_at: number | null;
+  };
+  script?: { path: string; text: string | null; cut_at?: number };
+  /** sbatch's options it ran with. */
+  options?: string[];
+  /** The study trial that ran it. */
+  trial?: {
+    study: string;
+    trial_id: string;
+    number: number;
+    params: Record<string, string | number | boolean>;
+    value: number | null;
+    state: string;
+  } | null;
+  /** Each tag's last scalar; a NaN value is null. */
+  metrics?: Record<string, { step: number; value: number | null; wall_time: number }>;
+  /** Its job's newest complete checkpoint. */
+  checkpoint?: string | null;
+  /** The version it was initialised from (`name@3`). */
+  parent: string | null;
+  /** What else made it (a recipe's name and config). */
+  origin: Record<string, unknown> | null;
+  /** The folder or URI it was registered from. */
+  source: string;
+}
+
+/** A version in `GET models/REF` (`services/models.version_json`). */
+export interface IModelVersion {
+  version: number;
+  aliases: string[];
+  description: string;
+  labels: Record<string, string>;
+  artifact_uri: string;
+  /** Copied into `$GTC_HOME/models/` (else referenced where it was). */
+  copied: boolean;
+  lineage: ILineage;
+  /** Its endpoint while deployed (`services/endpoints.py`'s row); null otherwise. */
+  deployment: { endpoint: string; cluster: string; [field: string]: unknown } | null;
+  created_at: number;
+  created_by: string;
+}
+
+/** `GET models/REF` (`Model.to_json()` in `services/models.py`): the model with every
+ * version's lineage and its history. */
+export interface IModel {
+  name: string;
+  /** The version REF named. */
+  version: number;
+  description: string;
+  labels: Record<string, string>;
+  created_at: number;
+  created_by: string;
+  versions: IModelVersion[];
+  /** Every register, alias move, deploy and undeploy, oldest first. */
+  events: { time: number; user: string; event: string; model: string; version: number | null; detail: Record<string, unknown> }[];
+}
+
+/** A replica of an endpoint (`Front.snapshot()` in `serving/front.py` where this server serves
+ * the endpoint; else as recorded: job, host, port). */
+export interface IReplica {
+  /** Its Slurm job's id. */
+  job: string;
+  address?: string;
+  /** Its health route answered 200 at the last check. */
+  healthy?: boolean;
+  /** Requests it holds now. */
+  outstanding?: number;
+  /** Requests it has answered. */
+  served?: number;
+  last_error?: string | null;
+  host?: string;
+  port?: number;
+}
+
+/** An endpoint's last minute (`serving/traffic.summarize`). */
+export interface ITraffic {
+  /** Seconds the figures cover at most (60). */
+  window: number;
+  requests: number;
+  /** Requests per second. */
+  rate: number;
+  /** Latency of the answered requests, seconds; null with none. */
+  p50: number | null;
+  p95: number | null;
+  /** Requests answered with an error (400, 429, 5xx). */
+  errors: number;
+}
+
+/** A deployed endpoint (`handlers_endpoints.endpoint_json`: `Endpoint.to_json()` and `traffic`). */
+export interface IEndpoint {
+  id: string;
+  /** `name@version`. */
+  model: string;
+  cluster: string;
+  /** Its front's predict address (loopback: for this machine's processes of the user). */
+  url: string;
+  min_replicas: number;
+  max_replicas: number;
+  replicas: IReplica[];
+  deployed_at: number;
+  deployed_by: string;
+  /** The process whose front serves it. */
+  served_by_pid: number;
+  traffic: ITraffic;
+}
+
+/** `GET endpoints`. */
+export interface IEndpointList {
+  endpoints: IEndpoint[];
+}

@@ -1,6 +1,6 @@
 /**
  * The jupyter_gtc JupyterLab extension: the "Training Clusters" side panel (clusters with
- * their nodes, the chosen cluster's jobs, live), job logs and live metrics plots in
+ * their nodes, the chosen cluster's jobs, live; registered models and their endpoints), job logs and live metrics plots in
  * main-area tabs, and every action as a command in the palette. It talks only to the server extension's REST API
  * (`jupyter_gtc/server/`), which calls the same `api` the magics and the CLI use.
  */
@@ -21,6 +21,8 @@ import { IJobView } from './jobtab';
 import { JobLog } from './logview';
 import { JobMetrics } from './metricsview';
 import { ClustersModel } from './model';
+import { addModelCommands } from './modelcommands';
+import { ModelsModel } from './modelsmodel';
 import { createSidebar } from './sidebar';
 
 const plugin: JupyterFrontEndPlugin<void> = {
@@ -35,12 +37,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
     docManager: IDocumentManager | null
   ): void => {
     const model = new ClustersModel();
-    const sidebar = createSidebar(model, app.commands);
+    const models = new ModelsModel();
+    const sidebar = createSidebar(model, app.commands, models);
     app.shell.add(sidebar, 'left', { rank: 250 });
 
     const logs = new WidgetTracker<MainAreaWidget<JobLog>>({ namespace: 'jupyter-gtc-log' });
     const metrics = new WidgetTracker<MainAreaWidget<JobMetrics>>({ namespace: 'jupyter-gtc-metrics' });
     addCommands(app, model, sidebar.id, logs, metrics, palette, docManager);
+    addModelCommands(app, models, model, palette);
     if (restorer) {
       restorer.add(sidebar, sidebar.id);
       const restoreJobTabs = <T extends IJobView>(tracker: WidgetTracker<MainAreaWidget<T>>, command: string) =>

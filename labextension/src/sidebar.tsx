@@ -1,8 +1,8 @@
 /**
  * The "Training Clusters" side panel: a JupyterLab `SidePanel` whose collapsible sections
- * (Clusters, Jobs, and Studies from studies.tsx) render from one `ClustersModel` and share
- * its height by their content (fit.ts), each scrolling on its own. Another section (models)
- * is a `ReactWidget` given to `addWidget`. Buttons run commands (commands.ts), so each
+ * (Clusters, Jobs, and Studies from studies.tsx) render from one `ClustersModel`, and Models
+ * (models.tsx) from its `ModelsModel`; they share its height by their content (fit.ts), each
+ * scrolling on its own. Buttons run commands (commands.ts), so each
  * action is also in the command palette.
  *
  * Everything fits the default width (about 250 px): a line that cannot hold its parts wraps
@@ -40,11 +40,14 @@ import { clusterIcon, metricsIcon } from './icons';
 import { ClustersModel } from './model';
 import { SectionFit } from './fit';
 import { CommandButton, duration, StateKind, StateLabel, useClock } from './parts';
+import { ModelsSection } from './models';
+import { ModelsModel } from './modelsmodel';
 import { StudiesSection } from './studies';
 
 export function createSidebar(
   model: ClustersModel,
-  commands: CommandRegistry
+  commands: CommandRegistry,
+  models: ModelsModel
 ): SidePanel {
   const header = new Panel();
   header.addWidget(
@@ -62,6 +65,7 @@ export function createSidebar(
   panel.addWidget(new ClustersSection(model, commands));
   panel.addWidget(new JobsSection(model, commands));
   panel.addWidget(new StudiesSection(model, commands));
+  panel.addWidget(new ModelsSection(models, commands));
   const fit = new SectionFit(panel.content as AccordionPanel);
   panel.disposed.connect(() => fit.dispose());
   return panel;

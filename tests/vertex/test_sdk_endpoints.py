@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import subprocess
+import sys
 
 import pytest
 
 from jupyter_gtc import api
 from tests.conftest import small_gpu_spec
+from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
 from tests.serving.tiny_model import generate_here, save_tiny_llama
 
 pytestmark = pytest.mark.slurm
@@ -125,3 +128,113 @@ def test_upload_create_deploy_predict_undeploy_delete(aiplatform, endpoint, tiny
     # Every operation was polled at /ui/ (the SDK's way), and answered.
     polls = [c for c in calls(endpoint) if c[1].startswith(f"/ui/{ep.resource_name}/operations/")]
     assert polls and all(status == 200 for _, _, status in polls)
+
+
+def test_list_an_empty_endpoints_refusal_a_wrong_machine_and_a_deleted_endpoint(aiplatform, endpoint, tiny):
+    from google.api_core import exceptions
+
+    first = aiplatform.Endpoint.create(display_name="sdk-empty-a", labels={"stage": "dev"})
+    second = aiplatform.Endpoint.create(display_name="sdk-empty-b")
+    named = aiplatform.Endpoint.list(filter='display_name="sdk-empty-b"')
+    assert [e.resource_name for e in named] == [second.resource_name]
+    assert {first.resource_name, second.resource_name} <= {e.resource_name for e in aiplatform.Endpoint.list()}
+    assert [e.display_name for e in aiplatform.Endpoint.list(filter='labels.stage="dev"')] == ["sdk-empty-a"]
+
+    # Nothing deployed: the error a user reads says so and what to do, in Google's shape.
+    with pytest.raises(exceptions.BadRequest, match="no model is deployed") as refused:
+        first.predict(instances=[{"prompt": "The", "max_tokens": 4}])
+    error = google_error(refused.value)
+    assert (error["code"], error["status"]) == (400, "FAILED_PRECONDITION")
+    assert "model.deploy(endpoint=" in error["message"]
+
+    # A machine type the cluster has no nodes of: refused at once, naming the field and what it has.
+    model = aiplatform.Model.upload(display_name="sdk-llama-m", artifact_uri=str(tiny),
+                                    serving_container_image_uri=IMAGE)
+    with pytest.raises(exceptions.BadRequest, match=MACHINE) as refused:
+        model.deploy(endpoint=first, machine_type="a2-highgpu-1g")
+    assert "dedicated_resources.machine_spec.machine_type" in google_error(refused.value)["message"]
+    assert first.list_models() == [] and api.get_model("sdk-llama-m").deployment is None  # nothing half-made
+
+    second.delete()
+    with pytest.raises(exceptions.NotFound, match=f"The Endpoint does not exist: {second.resource_name}") as gone:
+        second.predict(instances=[{"prompt": "The"}])
+    assert google_error(gone.value)["status"] == "NOT_FOUND"
+    with pytest.raises(exceptions.NotFound):
+        second.delete()
+    assert second.resource_name not in {e.resource_name for e in aiplatform.Endpoint.list()}
+    first.delete()
+
+
+def test_predict_answers_429_while_the_model_is_being_deployed(aiplatform, endpoint, tiny):
+    """Both nodes busy: the replica's job waits, the deploy operation is not done, and a
+    prediction is refused at once with 429; once the nodes are free it answers."""
+    from google.api_core import exceptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    model = aiplatform.Model.upload(display_name="sdk-llama-busy", artifact_uri=str(tiny),
+                                    serving_container_image_uri=IMAGE)
+    ep = aiplatform.Endpoint.create(display_name="sdk-busy")
+    blocker = api.submit_job("vxep", "#!/bin/bash\nsleep 600\n", ["--nodes=2", "--exclusive"])
+    blocker.wait_until_running(timeout=120)
+    client = aiplatform_v1.EndpointServiceClient(credentials=AnonymousCredentials(), transport="rest",
+                                                 client_options={"api_endpoint": endpoint.api_endpoint})
+    operation = client.deploy_model(request={
+        "endpoint": ep.resource_name, "traffic_split": {"0": 100},
+        "deployed_model": {"model": model.resource_name, "dedicated_resources": {
+            "machine_spec": {"machine_type": MACHINE}, "min_replica_count": 1, "max_replica_count": 1}}})
+    try:
+        assert not client.get_operation(request={"name": operation.operation.name}).done
+        with pytest.raises(exceptions.TooManyRequests, match="being deployed") as refused:
+            ep.predict(instances=[{"prompt": "The", "max_tokens": 4}])
+        assert google_error(refused.value)["status"] == "RESOURCE_EXHAUSTED"
+    finally:
+        blocker.cancel()
+    deployed = operation.result(timeout=300).deployed_model
+    answer = ep.predict(instances=[{"prompt": "The", "max_tokens": 4}])
+    assert answer.deployed_model_id == deployed.id and len(answer.predictions) == 1
+    ep.delete(force=True)  # the SDK undeploys first
+    assert api.get_model("sdk-llama-busy").deployment is None
+
+
+# Another local user (run as gtc-test) against :predict: refused before the body is read,
+# without the endpoint's token; with it in an Authorization header, the request is served.
+AS_ANOTHER_USER = """
+import http.client, json, socket, sys
+port, token, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def announce(headers):  # headers only: the answer must come before any of the body
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(("POST %s HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nContent-Type: application/json\\r\\n%s"
+               "Content-Length: 1000000\\r\\n\\r\\n" % (path, port, headers)).encode())
+    answer = b""
+    while chunk := s.recv(65536):  # the refusal, then the connection closed unread
+        answer += chunk
+    s.close()
+    answer = answer.decode(errors="replace")
+    return int(answer.split()[1]), answer.partition("\\r\\n\\r\\n")[2]
+def call(headers):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("POST", path, body=json.dumps({"instances": [{"prompt": "The"}]}),
+              headers={"Content-Type": "application/json", **headers})
+    r = c.getresponse()
+    return r.status, json.loads(r.read())
+print(json.dumps({"none": announce(""), "wrong": announce("Authorization: Bearer nope\\r\\n"),
+                  "token": call({"Authorization": "Bearer " + token})}))
+"""
+
+
+def test_another_local_user_is_refused_before_the_body_unless_it_shows_the_token(aiplatform, endpoint,
+                                                                                  normal_user):
+    ep = aiplatform.Endpoint.create(display_name="sdk-guarded")
+    ran = subprocess.run(["runuser", "-u", normal_user.name, "--", sys.executable, "-c", AS_ANOTHER_USER,
+                          str(endpoint.port), endpoint.token, f"/v1/{ep.resource_name}:predict"],
+                         env=normal_user.env(), capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    got = json.loads(ran.stdout)
+    assert got["none"][0] == 403 and "Authorization: Bearer" in got["none"][1], got
+    assert got["wrong"][0] == 401, got
+    # With the token the request reaches PredictionService, which says what is missing.
+    status, answer = got["token"]
+    assert status == 400 and answer["error"]["status"] == "FAILED_PRECONDITION", got
+    assert "no model is deployed" in answer["error"]["message"]
+    ep.delete()

@@ -7,7 +7,8 @@ One MariaDB serves every cluster of a GTC_HOME: started by the first create that
 stopped when the last cluster using it is deleted. Nothing of the machine's own is touched
 (no system service, no ``/var/lib/mysql``). Under ``<GTC_HOME>/accounting/`` (0700):
 
-    db/                   MariaDB's data (made by mariadb-install-db at its first start)
+    db                    MariaDB's data: a link to a private folder in RAM, else a folder
+                          (db_files.py: why RAM, and what it costs); db-template/ its first copy
     run/mysqld.sock       its socket, through which this user sets each cluster's database
                           password (unix_socket login: no password); run/mariadbd.json its record
     clusters/<name>       one file per cluster using it; the database stops when none is left
@@ -43,7 +44,7 @@ from .. import _process
 from .._ports import free_ports, listening
 from ..exceptions import ClusterStartError, CommandError
 from ..slurm.render import AccountingLayout, render_slurmdbd_conf
-from . import daemons, owned
+from . import daemons, db_files, owned
 
 DB_LABEL, DBD_LABEL, RELAY_LABEL = "mariadbd", "slurmdbd", "slurmdbd-relay"
 RELAY = Path(__file__).with_name("dbd_relay.py")
@@ -52,8 +53,10 @@ REQUIRED_PROGRAMS = {"mariadbd": "mariadb-server", "mariadb-install-db": "mariad
                      "mariadb": "mariadb-client", "slurmdbd": "slurmdbd", "sacctmgr": "slurm-client"}
 READY_TIMEOUT = 60.0
 # Small on purpose: a GTC_HOME's accounting holds a few thousand rows, and the defaults would
-# take 128 MB of memory and 100 MB of redo log.
-DB_SIZES = ["--innodb-buffer-pool-size=16M", "--innodb-log-file-size=4M"]
+# take 128 MB of memory and 100 MB of redo log, and grow the system tablespace 64 MB at a time
+# (its files are in RAM: db_files.py).
+DB_SIZES = ["--innodb-buffer-pool-size=16M", "--innodb-log-file-size=4M", "--innodb-autoextend-increment=1",
+            "--innodb-temp-data-file-path=ibtmp1:1M:autoextend"]
 DB_SPEED = ["--innodb-flush-log-at-trx-commit=2", "--innodb-doublewrite=0"]
 
 
@@ -157,6 +160,7 @@ def leave(acct: AccountingLayout, home: Path, cluster: str, env: dict[str, str],
         (folder / "clusters" / cluster).unlink(missing_ok=True)
         if not _users(home):
             daemons.stop(DB_LABEL, folder / "run", grace=20)  # SIGTERM: InnoDB shuts down cleanly
+            db_files.release(folder)
 
 
 def join(home: Path, cluster: str, user: str, env: dict[str, str], progress) -> int:
@@ -218,13 +222,15 @@ def _start_database(home: Path, user: str, env: dict[str, str]) -> None:
         sub.mkdir(mode=0o700, exist_ok=True)
     # Root's mariadbd must be told to stay root; a normal user's runs as that user anyway.
     as_user = [f"--user={user}"] if os.geteuid() == 0 else []
-    if not (datadir / "mysql").is_dir():
-        shutil.rmtree(datadir, ignore_errors=True)  # a half-made one, from a create that died
+
+    def install(where: Path) -> None:
         try:
-            _process.run(["mariadb-install-db", "--no-defaults", f"--datadir={datadir}", *as_user, "--skip-test-db",
+            _process.run(["mariadb-install-db", "--no-defaults", f"--datadir={where}", *as_user, "--skip-test-db",
                           "--auth-root-authentication-method=socket", *DB_SIZES], timeout=120, env=env)
         except CommandError as e:
-            raise ClusterStartError(f"could not make the accounting database in {datadir}: {e}") from None
+            raise ClusterStartError(f"could not make the accounting database in {where}: {e}") from None
+
+    db_files.prepare(folder, install)
     sock = run / "mysqld.sock"
     sock.unlink(missing_ok=True)
     port = _port(folder)

@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from jupyter_gtc import api
 from tests.browser.lab import open_lab_with_sidebar
 from tests.conftest import small_gpu_spec
+from tests.server.test_wire_types import interface_fields
 from tests.serving.tiny_model import save_tiny_llama
 
 CLUSTER = "modelsui"
@@ -120,6 +121,7 @@ def test_versions_aliases_an_alias_moved_and_the_lineage_opens_the_jobs_log(jupy
     expect(v1.locator(".jp-gtc-Alias")).to_have_text(["default", "staging"], timeout=15_000)
     expect(v2.locator(".jp-gtc-Alias")).to_have_count(0)
     assert rest_model(jupyter_lab, f"{MODEL}@staging")["version"] == 1
+    assert set(rest_model(jupyter_lab, MODEL)["versions"][0]["lineage"]) == interface_fields("ILineage")
     assert api.get_model(f"{MODEL}@staging").version == 1
     assert api.get_model(MODEL).events[-1]["event"] == "alias"
 
@@ -171,6 +173,7 @@ def test_deploy_from_the_panel_shows_the_endpoint_its_replica_and_requests_then_
     expect(row.locator(".jp-gtc-Version-endpoint")).to_have_text("deployed")
     expect(row.locator(".jp-gtc-Version-endpoint")).to_have_attribute("title", re.compile(f"^endpoint {endpoint_id}: "))
     assert api.get_model(f"{MODEL}@{version}").deployment["endpoint"] == endpoint_id
+    assert set(jupyter_lab.api("GET", f"gtc/api/endpoints/{endpoint_id}")) == interface_fields("IEndpoint")
 
     # Requests through the REST route: the section's figures count them, with their latency.
     for prompt in ("The try statement", "A function definition", "The"):

@@ -501,6 +501,15 @@ def vertex_endpoints(cluster: str):
     return VertexEndpoints(vertex_models(), vertex_jobs(cluster)._layouts, cluster, _clusters().home)
 
 
+def vertex_training_clusters():
+    """Vertex AI training clusters (``modelDevelopmentClusters``) served from local clusters
+    (``services/vertex_clusters.py``): create, get, list, patch (scale), delete and
+    reportFaultyNodes, as operations with progress; for the local Vertex endpoint."""
+    from .services.vertex_clusters import VertexTrainingClusters
+
+    return VertexTrainingClusters(_clusters())
+
+
 def start_vertex_endpoint(cluster: str, port: int | None = None):
     """A local Vertex endpoint for ``cluster`` (``gtc vertex serve`` in a child of this
     process, ending with it), or the one running already; its ``api_endpoint`` is what

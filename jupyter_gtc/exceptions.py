@@ -398,3 +398,15 @@ class PredictionError(GtcError):
         self.google_status = {400: "INVALID_ARGUMENT", 413: "INVALID_ARGUMENT", 404: "NOT_FOUND",
                               429: "RESOURCE_EXHAUSTED"}.get(status, "UNAVAILABLE")
         super().__init__(f"endpoint {endpoint} answered {status}: {message}")
+
+
+class CloudApiError(GtcError):
+    """Google Cloud refused a call (or an operation ended in error): ``status`` is Google's
+    canonical status (PERMISSION_DENIED, RESOURCE_EXHAUSTED, ...), ``reason`` the ErrorInfo's
+    (SERVICE_DISABLED, ZONE_RESOURCE_POOL_EXHAUSTED, ...), the message what it was and the fix."""
+
+    def __init__(self, status: str, reason: str | None, message: str):
+        self.status, self.reason = status, reason
+        self.google_status = status if status in GOOGLE_HTTP_CODES else "INTERNAL"
+        self.http_status = GOOGLE_HTTP_CODES[self.google_status]
+        super().__init__(message)

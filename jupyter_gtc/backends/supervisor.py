@@ -154,7 +154,9 @@ class Supervisor:
                     self._set_down(commands, node, "slurmd exited; restarting it")
                 elif kind is None and _health_drained(status):
                     self.open[node] = "health"
-                    self.record(node, "detected", f"drained by its health check: {status.reason}")
+                    self.record(node, "detected", f"{ladder.REPORTED_DETAIL}: {status.reason}"
+                                if status.reason.startswith(ladder.REPORTED_REASON)
+                                else f"drained by its health check: {status.reason}")
                     self._requeue_jobs(commands, node)
                 elif kind == "crash" and not crashed:  # its slurmd was started meanwhile (by hand)
                     del self.open[node]
@@ -218,7 +220,7 @@ class Supervisor:
             return
         del self.open[node]
         status = next((n for n in commands.nodes() if n.name == node), None)
-        if status is not None and (status.reason or "").startswith((HEALTH_REASON, REASON)):
+        if status is not None and (status.reason or "").startswith((HEALTH_REASON, REASON, ladder.REPORTED_REASON)):
             commands.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False)
         self.record(node, "healthy", "its checks pass: resumed")
 
@@ -367,8 +369,10 @@ class Supervisor:
 
 
 def _health_drained(status: NodeStatus | None) -> bool:
-    """Drained (or draining) by a failed health check of ours: never by an admin."""
-    return status is not None and "DRAIN" in status.flags and (status.reason or "").startswith(HEALTH_REASON)
+    """Drained (or draining) by a failed health check of ours, or reported faulty through the
+    local Vertex endpoint: never by an admin."""
+    return status is not None and "DRAIN" in status.flags and (status.reason or "").startswith(
+        (HEALTH_REASON, ladder.REPORTED_REASON))
 
 
 def main(argv: list[str] | None = None) -> int:

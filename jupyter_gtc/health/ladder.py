@@ -28,6 +28,11 @@ ACTIONS = {**{v: k for k, v in DONE.items()}, **{v: k for k, v in FAILED.items()
 # its slurmd again (an action succeeds only once the node has registered).
 CLOSING = frozenset({"healthy", "gave up", "back", "left alone"})
 CRASH_DETAIL = "its slurmd exited"  # the "detected" event of a crash begins so
+# A node reported faulty (Vertex's reportFaultyNodes, served by the local endpoint) is drained
+# with this reason; its episode's "detected" event begins with REPORTED_DETAIL, and its ladder
+# is the replace rung alone: a report says the hardware is bad, so a restart would not cure it.
+REPORTED_REASON = "gtc-reported:"
+REPORTED_DETAIL = "reported faulty"
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,9 @@ def next_action(events: list[dict], now: float, limits: Limits = Limits()) -> De
         return Decision("wait", f"cooling down until {limits.cooldown_s:g} s after its last action", until)
     tried = {ACTIONS[e["event"]] for e in actions if e["time"] >= started}
     replaced = max((e["time"] for e in actions if e["event"] == DONE["replace"]), default=0.0)
-    for rung in RUNGS:
+    detected = [e for e in events if e["event"] == "detected"]
+    reported = bool(detected) and detected[-1]["detail"].startswith(REPORTED_DETAIL)
+    for rung in ("replace",) if reported else RUNGS:
         since = now - limits.window_s if rung == "replace" else max(now - limits.window_s, replaced)
         used = sum(1 for e in actions if ACTIONS[e["event"]] == rung and e["time"] >= since)
         if rung not in tried and used < limits.attempts.get(rung, 0):

@@ -38,7 +38,7 @@ from typing import Any
 from .. import api
 from ..exceptions import GtcError, InvalidArgument, JobNotFound, google_error_body
 from ..vertex.guard import GuardedHandler, GuardedServer
-from . import endpoints, models
+from . import clusters, endpoints, models
 
 log = logging.getLogger("jupyter_gtc.vertex_endpoint")
 DEFAULT_BUCKET = "local-bucket"  # %gtc_vertex_local's staging bucket, there from the start
@@ -55,9 +55,10 @@ ROUTES = [
     ("DELETE", re.compile(_JOB), "delete"),
     ("GET", re.compile(_JOB + r"/operations/(?P<op>[^/]+)"), "get_operation"),
 ] + models.MODEL_ROUTES + endpoints.ENDPOINT_ROUTES  # ModelService (models.py), EndpointService (endpoints.py)
+ROUTES += clusters.CLUSTER_ROUTES  # training clusters (clusters.py)
 
 
-class Endpoint(models.ModelMethods, endpoints.EndpointMethods):
+class Endpoint(models.ModelMethods, endpoints.EndpointMethods, clusters.ClusterMethods):
     """The API's methods over ``api.vertex_jobs`` and ``api.vertex_tuning_jobs`` for one cluster;
     operations kept in memory (a delete finishes at once: its operation is done when answered)."""
 
@@ -116,6 +117,9 @@ class Handler(GuardedHandler):
     def do_DELETE(self) -> None:
         self._answer("DELETE")
 
+    def do_PATCH(self) -> None:  # a training cluster's update (clusters.py)
+        self._answer("PATCH")
+
     def _answer(self, method: str) -> None:
         self._started = time.monotonic()
         url = urllib.parse.urlsplit(self.path)
@@ -156,7 +160,7 @@ class Handler(GuardedHandler):
         if path == "healthz":
             return 200, {}
         version, _, resource = path.partition("/")
-        if version not in ("v1", "ui"):  # the SDK polls long-running operations under /ui/
+        if version not in ("v1", "ui", "v1beta1"):  # the SDK polls operations under /ui/; clusters are v1beta1
             return 404, google_error_body(404, "NOT_FOUND", f"no API version {version!r} here; this endpoint serves v1")
         params = dict(urllib.parse.parse_qsl(query))
         for verb, pattern, name in ROUTES:
@@ -164,9 +168,9 @@ class Handler(GuardedHandler):
             if verb == method and match:
                 try:
                     kwargs = match.groupdict()
-                    if name == "create" or name in models.TAKES_BODY or name in endpoints.TAKES_BODY:
+                    if name == "create" or name in models.TAKES_BODY | endpoints.TAKES_BODY | clusters.TAKES_BODY:
                         kwargs["body"] = _json(body)
-                    if name == "list" or name in models.TAKES_QUERY or name in endpoints.TAKES_QUERY:
+                    if name == "list" or name in models.TAKES_QUERY | endpoints.TAKES_QUERY | clusters.TAKES_QUERY:
                         kwargs["query"] = params
                     return 200, getattr(self.server.endpoint, name)(**kwargs)
                 except GtcError as e:

@@ -1,0 +1,112 @@
+"""Vertex AI training clusters (``modelDevelopmentClusters``, v1beta1) through our client
+(``vertex_clusters/client.py``) against the local Vertex endpoint, which serves them from real
+local clusters: a create from examples/clusters/local-a3.yaml with its progress lines, a scale,
+a node reported faulty and replaced by the supervisor, a delete; a hyphenated id refused.
+
+No request may leave the machine: proxies point at a port where nothing listens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import requests
+
+import jupyter_gtc
+from jupyter_gtc import api
+from jupyter_gtc.exceptions import CloudApiError, SpecError
+from jupyter_gtc.spec.cluster import load_cluster_spec
+from jupyter_gtc.vertex_clusters.client import TrainingClusters
+from tests.conftest import sleep_until, small_gpu_spec
+
+pytestmark = pytest.mark.slurm
+
+EXAMPLE = Path(jupyter_gtc.__file__).parent / "examples" / "clusters" / "local-a3.yaml"
+PARENT = "projects/local-project/locations/us-central1"
+
+
+@pytest.fixture(scope="module")
+def endpoint(slurm_available):
+    with pytest.MonkeyPatch.context() as env:
+        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
+        env.setenv("NO_PROXY", "127.0.0.1,localhost")
+        env.setenv("no_proxy", "127.0.0.1,localhost")
+        host = api.create_cluster(small_gpu_spec("vxchost", nodes=1))  # the cluster the endpoint serves jobs on
+        endpoint = api.start_vertex_endpoint(host.name)
+        try:
+            yield endpoint
+        finally:
+            for name in ("vxtrain",):
+                if name in [c.name for c in api.list_clusters(with_status=False)]:
+                    api.delete_cluster(name)
+            api.delete_cluster(host.name)
+
+
+@pytest.fixture
+def client(endpoint):
+    return TrainingClusters("local-project", "us-central1", api_endpoint=endpoint.api_endpoint,
+                            poll_s=0.2, max_poll_s=1.0)
+
+
+def body() -> dict:
+    return load_cluster_spec(EXAMPLE).to_vertex()  # the spec as a user wrote it, in Vertex's JSON
+
+
+def nodes(cluster: dict) -> list[dict]:
+    return cluster["clusterStatus"]["nodesStatus"]
+
+
+def test_create_scale_report_faulty_and_delete_a_training_cluster(client):
+    lines: list[str] = []
+    cluster = client.create("vxtrain", body(), progress=lines.append)
+    assert cluster["name"] == f"{PARENT}/modelDevelopmentClusters/vxtrain"
+    assert cluster["clusterStatus"]["state"] == "RUNNING"
+    assert [(n["nodePoolId"], n["nodeState"]) for n in nodes(cluster)] == [("a3", "RUNNING")] * 2
+    # The operation's progressMessage came through as progress lines: the local create's own steps
+    # (those seen at each poll; at least its last, once done).
+    assert lines[0].startswith("creating training cluster vxtrain") and len(lines) >= 2, lines
+    assert "starting the supervisor" in lines or len(lines) > 2, lines
+    assert "vxtrain" in [c["name"].rsplit("/", 1)[1] for c in client.list(page_size=1)]  # followed pageToken
+
+    lines.clear()
+    cluster = client.scale("vxtrain", "a3", 3, progress=lines.append)
+    assert cluster["clusterStatus"]["state"] == "RUNNING"
+    assert [(n["nodePoolId"], n["nodeState"]) for n in nodes(cluster)] == [("a3", "RUNNING")] * 3
+    assert lines[0] == "scaling pool a3 of vxtrain to 3 node(s)" and len(lines) >= 2, lines
+
+    node = nodes(cluster)[1]
+    client.report_faulty_node("vxtrain", node["instanceName"],
+                              [{"behavior": "PERFORMANCE", "description": "slow all-reduce"}])
+
+    def replaced() -> dict | None:
+        now = client.get("vxtrain")
+        done = [e for e in now["clusterEvents"] if e["eventType"] == "VM_REPORT_AND_REPLACEMENT"
+                and e["instanceName"] == node["instanceName"]]
+        back = [n for n in nodes(now) if n["instanceName"] == node["instanceName"] and n["nodeState"] == "RUNNING"]
+        return now if done and back else None
+
+    assert sleep_until(replaced, timeout=120), client.get("vxtrain")["clusterEvents"]
+    now = replaced()
+    drained = [e for e in now["clusterEvents"] if e["eventType"] == "VM_SLURM_DRAIN"]
+    assert drained and "slow all-reduce" in drained[0]["description"]
+    after = next(n for n in nodes(now) if n["instanceName"] == node["instanceName"])
+    assert after["physicalHost"] != node["physicalHost"]  # new hardware under the same name
+
+    client.delete("vxtrain")
+    with pytest.raises(CloudApiError) as gone:
+        client.get("vxtrain")
+    assert gone.value.status == "NOT_FOUND"
+
+
+def test_a_hyphenated_id_is_refused_naming_the_rule(client, endpoint):
+    with pytest.raises(SpecError) as refused:
+        client.create("my-train", body())
+    assert "^[a-z][a-z0-9]{0,9}$" in str(refused.value) and "did you mean 'mytrain'" in str(refused.value)
+    # The endpoint refuses it at the wire too, as Google does, with nothing made.
+    answer = requests.post(f"{endpoint.api_endpoint}/v1beta1/{PARENT}/modelDevelopmentClusters",
+                           params={"modelDevelopmentClusterId": "my-train"}, json=body(), timeout=30)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert "no hyphens" in answer.json()["error"]["message"]
+    assert "my-train" not in [c.name for c in api.list_clusters(with_status=False)]

@@ -203,6 +203,34 @@ class VertexEndpoints:
             self._write(id, record)
         return resource["name"]
 
+    def close(self) -> None:
+        """Undeploy every model this process serves (the endpoint is stopping): their fronts are
+        its threads and end with it, and replicas left behind would hold the cluster's nodes for
+        nothing. The endpoints stay, with nothing deployed, as after ``undeploy_all``."""
+        with self._lock:
+            for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
+                record = json.loads(path.read_text())
+                served = {d: s for d, s in record["serving"].items() if s in self.serving.fronts}
+                if not served:
+                    continue
+                for dmid, serving_id in served.items():
+                    try:
+                        self.serving.undeploy(serving_id)
+                    except GtcError:
+                        pass  # gone already: nothing of it is left to end
+                    del record["serving"][dmid]
+                resource = record["resource"]
+                resource["deployedModels"] = [d for d in resource.get("deployedModels", []) if d["id"] not in served]
+                resource["trafficSplit"] = {k: v for k, v in resource.get("trafficSplit", {}).items()
+                                            if k not in served}
+                resource["updateTime"] = _stamp()
+                self._write(path.stem, record)
+            for serving_id in list(self.serving.fronts):  # one a deployModel was still waiting for
+                try:
+                    self.serving.undeploy(serving_id)
+                except GtcError:
+                    pass
+
     # -- PredictionService -------------------------------------------------------------------
 
     def predict(self, parent: str, id: str, body: dict[str, Any]) -> dict[str, Any]:

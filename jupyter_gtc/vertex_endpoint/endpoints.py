@@ -104,6 +104,11 @@ class EndpointMethods:
             raise OperationNotFound(f"The operation does not exist: {name}")
         return dict(self.operations[name])  # a copy: a deploy's thread may finish it meanwhile
 
+    def close_endpoints(self) -> None:
+        """On the way out: what this process deployed is undeployed (its fronts end with it)."""
+        if self._vertex_endpoints is not None:
+            self._vertex_endpoints.close()
+
     def _endpoint_operation(self, resource: str, metadata: str, response: dict[str, Any] | None) -> dict[str, Any]:
         """An operation on ``resource``, kept for the SDK's poll: finished with ``response``, or
         (None) running. Its fields are exactly an Operation's."""

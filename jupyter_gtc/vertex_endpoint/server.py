@@ -240,6 +240,7 @@ def serve(cluster: str, port: int, host: str = "127.0.0.1", token: str | None = 
     finally:
         record.unlink(missing_ok=True)
         server.server_close()
+        server.endpoint.close_endpoints()  # the models it deployed: their replicas would hold nodes for nothing
         storage.stop()
 
 

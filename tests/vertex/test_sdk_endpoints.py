@@ -238,3 +238,56 @@ def test_another_local_user_is_refused_before_the_body_unless_it_shows_the_token
     assert status == 400 and answer["error"]["status"] == "FAILED_PRECONDITION", got
     assert "no model is deployed" in answer["error"]["message"]
     ep.delete()
+
+
+def test_whole_numbers_come_back_as_ints_and_a_traffic_split_must_add_up():
+    from jupyter_gtc.exceptions import SpecError
+    from jupyter_gtc.services.vertex_endpoints import _traffic_split, _whole_numbers
+
+    # What protobuf's Value made of the SDK's {"ids": [1, 2], "max_tokens": 8, "t": 0.5}.
+    assert _whole_numbers([{"ids": [1.0, 2.0], "max_tokens": 8.0, "t": 0.5, "big": 1e300}]) == [
+        {"ids": [1, 2], "max_tokens": 8, "t": 0.5, "big": 1e300}]
+    with_one = {"deployedModels": [{"id": "111"}], "trafficSplit": {"111": 100}}
+    assert _traffic_split({}, {}, "0") == {"0": 100}  # the first model takes all
+    assert _traffic_split({}, with_one, "0") == {"111": 100}  # a second one none, unless asked
+    assert _traffic_split({"111": 60, "0": 40}, with_one, "0") == {"111": 60, "0": 40}
+    with pytest.raises(SpecError, match="traffic_split.*adding up to 100.*111"):
+        _traffic_split({"111": 60, "0": 60}, with_one, "0")
+    with pytest.raises(SpecError, match="traffic_split"):
+        _traffic_split({"999": 100}, with_one, "0")
+
+
+def test_a_stopped_endpoint_undeploys_what_it_deployed(endpoint, tiny, monkeypatch):
+    """Its fronts are its threads: stopped (SIGTERM, as the kernel's end or Ctrl-C sends), it
+    ends the replicas' jobs and clears the registry's rows, and leaves the endpoint empty."""
+    import psutil
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1
+
+    from jupyter_gtc import _ports
+
+    for proxy in PROXIES:
+        monkeypatch.setenv(proxy, "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    api.register_model(artifact_uri=str(tiny), model="stopped-llama")
+    second = api.start_vertex_endpoint("vxep", port=_ports.free_ports(1, "127.0.0.1")[0])  # beside the module's
+    assert second.port != endpoint.port
+    options = {"api_endpoint": second.api_endpoint}
+    endpoints = aiplatform_v1.EndpointServiceClient(credentials=AnonymousCredentials(), transport="rest",
+                                                    client_options=options)
+    created = endpoints.create_endpoint(parent=PARENT, endpoint={"display_name": "stopped"}).result()
+    deployed = endpoints.deploy_model(request={
+        "endpoint": created.name, "traffic_split": {"0": 100},
+        "deployed_model": {"model": f"{PARENT}/models/stopped-llama", "dedicated_resources": {
+            "machine_spec": {"machine_type": MACHINE}, "min_replica_count": 1}}}).result(timeout=300)
+    jobs = [r["job"] for r in api.get_model("stopped-llama").deployment["replicas"]]
+    assert deployed.deployed_model.model_version_id == "1" and jobs
+
+    process = psutil.Process(second.process["pid"])
+    process.terminate()
+    process.wait(timeout=120)
+    assert api.get_model("stopped-llama").deployment is None
+    assert all(api.get_job(job, "vxep").finished for job in jobs)
+    record = json.loads((api._clusters().home / "vertex" / "endpoint-resources" /
+                         f"{created.name.rsplit('/', 1)[1]}.json").read_text())
+    assert record["resource"].get("deployedModels", []) == [] and record["serving"] == {}

@@ -218,15 +218,19 @@ def _locked(folder: Path) -> Iterator[None]:
 def _start_database(home: Path, user: str, env: dict[str, str]) -> None:
     folder = _folder(home)
     datadir, run, log = folder / "db", folder / "run", folder / "log"
-    for sub in (run, log):
+    # A tmpdir of its own: MariaDB removes every #sql* file in its tmpdir when it starts (the
+    # bootstrap of mariadb-install-db too), so in the shared /tmp one GTC_HOME's database start
+    # removed another's temporary tables mid-install ("Unknown table 'mysql.tmp_user_sys'").
+    tmp = folder / "tmp"
+    for sub in (run, log, tmp):
         sub.mkdir(mode=0o700, exist_ok=True)
     # Root's mariadbd must be told to stay root; a normal user's runs as that user anyway.
     as_user = [f"--user={user}"] if os.geteuid() == 0 else []
 
     def install(where: Path) -> None:
         try:
-            _process.run(["mariadb-install-db", "--no-defaults", f"--datadir={where}", *as_user, "--skip-test-db",
-                          "--auth-root-authentication-method=socket", *DB_SIZES], timeout=120, env=env)
+            _process.run(["mariadb-install-db", "--no-defaults", f"--datadir={where}", *as_user, f"--tmpdir={tmp}",
+                          "--skip-test-db", "--auth-root-authentication-method=socket", *DB_SIZES], timeout=120, env=env)
         except CommandError as e:
             raise ClusterStartError(f"could not make the accounting database in {where}: {e}") from None
 
@@ -240,7 +244,7 @@ def _start_database(home: Path, user: str, env: dict[str, str]) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps({"port": port}))
     daemons.start(DB_LABEL, ["mariadbd", "--no-defaults", f"--datadir={datadir}", *as_user, f"--socket={sock}",
-                             f"--port={port}", "--bind-address=127.0.0.1", "--skip-name-resolve",
+                             f"--tmpdir={tmp}", f"--port={port}", "--bind-address=127.0.0.1", "--skip-name-resolve",
                              "--skip-log-bin", f"--pid-file={run / 'mariadbd.pid'}",
                              *DB_SPEED,
                              f"--log-error={log / 'mariadbd.log'}", *DB_SIZES],

@@ -8,7 +8,7 @@ An endpoint deployed here is served by the Jupyter server's process, as long as 
                                      endpoint's status (400 with the reason, 429 not ready or full)
     DELETE endpoints/ID              undeployed: its replicas' jobs ended; {"undeployed": ID}
     POST   models/REF/deploy         {"cluster", "min_replicas"?, "max_replicas"?, "command"?, "options"?}:
-                                     201, endpoint_json once a replica answers
+                                     201, endpoint_json once a replica answers; needs "execute" too
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tornado import web
 
 from .. import api
 from ..serving.traffic import read_tail, summarize
-from .base import GtcHandler, bad_request
+from .base import EXECUTE, GtcHandler, bad_request
 
 _DEPLOY_FIELDS = {"cluster", "min_replicas", "max_replicas", "command", "options"}
 
@@ -67,6 +67,9 @@ class DeployHandler(GtcHandler):
     @web.authenticated
     @authorized
     async def post(self, ref: str):
+        # Its replicas run a program on the nodes (ours on the model's files, or the body's
+        # command), as a requeue runs a script again: "write" is not enough.
+        await self.require(EXECUTE, "a deploy runs a server in Slurm jobs of the cluster")
         body = self.json_body()
 
         def deploy() -> dict:

@@ -62,13 +62,19 @@ class VertexBackend(Backend):
                     "pip install 'google-cloud-aiplatform>=2.7,<3'"]
         return []
 
-    def parse_spec(self, data: Any, display_name: str | None = None) -> VertexTarget:
+    def parse_spec(self, data: Any, display_name: str | None = None) -> Any:
+        from ..spec.vertex_cluster import is_training_cluster, parse_training_cluster
+
+        if is_training_cluster(data):  # node pools: a training cluster, whose id Vertex's rule checks first
+            return parse_training_cluster(data, display_name)
         return parse_vertex_target(data, display_name)
 
     def check_spec(self, spec: Any) -> None:
         if not isinstance(spec, VertexTarget):
             raise SpecError("backend", "vertex", "the vertex backend attaches a Vertex target (project, region, "
-                                                 "staging_bucket, api_endpoint), not a cluster spec to create")
+                                                 "staging_bucket, api_endpoint); creating a training cluster "
+                                                 "through it is not wired yet: use "
+                                                 "jupyter_gtc.vertex_clusters.client.TrainingClusters")
         vertex_client.resolve(spec, self.home)  # a piece set nowhere is refused before anything is recorded
 
     def min_poll_interval(self, runtime: dict[str, Any]) -> float:

@@ -172,11 +172,80 @@ def _kernel_log() -> str:
     return _process.run(["dmesg"], timeout=10).stdout
 
 
+# The speed check's thresholds, as fractions of the datasheet's dense bf16 peak
+# (spec/machines.GPU_PEAK_BF16_TFLOPS). A healthy GPU runs an 8192^3 bf16 matmul at about 0.8
+# of it (769-798 TFLOP/s measured on an H200, peak 989.5; A100s about 0.85-0.9, B200s about
+# 0.7): below SPEED_WARN a GPU is throttled (clocks, power, heat), below SPEED_FAIL it is broken.
+SPEED_WARN, SPEED_FAIL = 0.60, 0.40
+PEER_FAIL = 0.5  # and a GPU at half the speed of the node's fastest fails, whatever its model
+SPEED_N = 8192   # the matmul's size: large enough to run at the Tensor Cores' rate
+
+
+def speed_verdict(readings: list[tuple[str, float]]) -> CheckResult:
+    """The speed check's verdict on each GPU's (device name, measured bf16 TFLOP/s)."""
+    from ..spec.machines import gpu_peak_bf16_tflops
+
+    fastest = max(t for _, t in readings)
+    worst, lines = PASS, []
+    for i, (name, tflops) in enumerate(readings):
+        peak = gpu_peak_bf16_tflops(name)
+        line = f"GPU {i} {name}: {tflops:.0f} TFLOP/s bf16"
+        verdict = PASS
+        if peak:
+            line += f" ({tflops / peak:.0%} of its datasheet {peak:g})"
+            verdict = FAIL if tflops < SPEED_FAIL * peak else WARN if tflops < SPEED_WARN * peak else PASS
+        else:
+            line += " (no datasheet figure for this model: compared with its peers only)"
+        if tflops < PEER_FAIL * fastest:
+            verdict, line = FAIL, line + f", under half the fastest GPU's {fastest:.0f}"
+        worst = max(worst, verdict, key=[PASS, WARN, FAIL].index)
+        lines.append(line)
+    return _result("speed", worst, "; ".join(lines))
+
+
+def _gpu_matmul_tflops(torch, index: int, n: int = SPEED_N, seconds: float = 0.3) -> float:
+    """bf16 n x n x n matmuls on GPU ``index`` for about ``seconds``, timed with CUDA events."""
+    device = torch.device("cuda", index)
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    for _ in range(3):  # warm up: cuBLAS picks its kernel, clocks rise
+        a @ b
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    runs = 10
+    while True:
+        start.record()
+        for _ in range(runs):
+            a @ b
+        end.record()
+        end.synchronize()
+        elapsed = start.elapsed_time(end) / 1000
+        if elapsed >= seconds:
+            return 2 * n**3 * runs / elapsed / 1e12
+        runs *= 2
+
+
+def _gpu_speed() -> CheckResult | None:
+    """Each GPU's matmul speed against its datasheet peak, or None where the node has no GPU."""
+    if _nvml()[0] is None:
+        return None
+    try:
+        import torch
+    except ImportError:
+        return _result("speed", NA, "the GPUs' speed is not measured: torch is not installed here")
+    if not torch.cuda.is_available():
+        return _result("speed", NA, "NVML sees GPUs but torch.cuda does not (a CPU-only build of torch?)")
+    return speed_verdict([(torch.cuda.get_device_name(i), _gpu_matmul_tflops(torch, i))
+                          for i in range(torch.cuda.device_count())])
+
+
 def check_speed(ctx: NodeContext) -> CheckResult:
-    """A matmul's speed: on GPUs, each against the slowest of its peers (a GPU at half its
-    peers' speed fails); on a CPU-only node, the measured GFLOP/s as evidence."""
+    """A matmul's speed: on GPUs, each against its model's datasheet peak and against the
+    fastest of its peers (``speed_verdict``); on a CPU-only node, the measured GFLOP/s as evidence."""
     if (text := ctx.injected("slow")) is not None:
         return _result("speed", FAIL, f"injected: {text}")
+    if (gpus := _gpu_speed()) is not None:
+        return gpus
     import numpy as np
 
     n = 512

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import torch
 
+from ..spec.machines import gpu_peak_bf16_tflops
 from .models import ModelShape
 
-# Dense bf16 peak FLOP/s per GPU, from the vendors' data sheets.
-GPU_PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12, "V100": 125e12}
 CPU_CLOCK_HZ = 3e9  # a typical server core's clock: the estimate is rough on CPUs
 
 
@@ -27,14 +26,18 @@ def _cpu_core_peak_flops() -> float:
     return 2 * 2 * (16 if avx512 else 8) * CPU_CLOCK_HZ
 
 
+def gpu_peak_flops(device_name: str) -> float:
+    """Dense bf16 peak FLOP/s of one GPU, from the machine catalogue's datasheet figures; 0 for
+    a GPU it does not know (no MFU then, rather than one read against another part's peak)."""
+    tflops = gpu_peak_bf16_tflops(device_name)
+    return tflops * 1e12 if tflops else 0.0
+
+
 def peak_flops(device: torch.device) -> tuple[float, str]:
     """(peak FLOP/s of one device, its name) for the MFU estimate."""
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
-        for model, flops in GPU_PEAK_FLOPS.items():
-            if model in name:
-                return flops, name
-        return 0.0, name
+        return gpu_peak_flops(name), name
     return _cpu_core_peak_flops() * torch.get_num_threads(), f"cpu x{torch.get_num_threads()} threads"
 
 

@@ -3,6 +3,7 @@ use provides. The local backend sizes its Slurm nodes from it."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -29,6 +30,40 @@ GPU_MODELS = {
     "NVIDIA_B200": "b200",
     "NVIDIA_L4": "l4",
 }
+
+# Dense bf16 Tensor Core peak of one GPU, TFLOP/s: what MFU and the health speed check are read
+# against. NVIDIA's datasheets print the figure "with sparsity"; dense is half of it.
+#   A100 datasheet: BF16 312 dense (624 sparse), SXM and PCIe, 40 and 80 GB alike.
+#   H100 datasheet: BF16 1,979 sparse (SXM), 1,513 (PCIe), 1,671 (NVL).
+#   H200 datasheet: BF16 1,979 sparse (SXM: the H100's chip), 1,671 (NVL).
+#   HGX B200 datasheet: FP16/BF16 36 PFLOPS sparse for 8 GPUs: 2,250 dense each.
+#   L4 datasheet: BF16 242.5 sparse.
+# The PCIe/NVL parts are in no machine type of the catalogue, but a node may hold them: their
+# own figures, not the SXM part's, or MFU reads 30% high.
+GPU_PEAK_BF16_TFLOPS = {
+    "a100": 312.0, "a100-80gb": 312.0, "h100": 989.5, "h100-mega": 989.5, "h100-pcie": 756.5,
+    "h100-nvl": 835.5, "h200": 989.5, "h200-nvl": 835.5, "b200": 2250.0, "l4": 121.0,
+}
+
+
+def gpu_model_of(device_name: str) -> str | None:
+    """The catalogue's short GPU name for a device name as CUDA or NVML gives it
+    ("NVIDIA H100 80GB HBM3" -> h100, "NVIDIA H100 PCIe" -> h100-pcie, "NVIDIA L40S" -> None)."""
+    words = set(re.split(r"[\s_-]+", device_name.upper()))
+    for chip in ("B200", "H200", "H100", "A100", "L4"):
+        if chip in words:
+            if chip in ("H100", "H200") and ({"PCIE", "NVL"} & words):
+                return f"{chip.lower()}-{'pcie' if 'PCIE' in words else 'nvl'}"
+            if chip == "A100" and "80GB" in words:
+                return "a100-80gb"
+            return chip.lower()
+    return None
+
+
+def gpu_peak_bf16_tflops(device_name: str) -> float | None:
+    """The datasheet's dense bf16 peak of the GPU named ``device_name``, None if not catalogued."""
+    model = gpu_model_of(device_name)
+    return GPU_PEAK_BF16_TFLOPS.get(model) if model else None
 
 _GPU_MACHINES = [
     MachineType("a2-highgpu-1g", 12, 85, "NVIDIA_TESLA_A100", 1),

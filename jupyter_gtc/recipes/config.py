@@ -36,6 +36,9 @@ class PretrainConfig:
     grad_clip: float = _f(1.0, "clip the gradient norm to this")
     parallel: str = _f("fsdp", "data parallelism: fsdp (FSDP2, sharded) or ddp (replicated)")
     dtype: str = _f("auto", "compute dtype: auto (bf16 on GPU, fp32 on CPU), bf16 or fp32")
+    compile: str = _f("off", "on: torch.compile each decoder layer (the first steps pay for compiling)")
+    activation_checkpointing: str = _f("off", "on: recompute each decoder layer's activations in the backward "
+                                              "pass: less memory for about a third more compute")
     checkpoint_every: int = _f(50, "save a checkpoint every N steps (and at the end)")
     keep_checkpoints: int = _f(2, "how many checkpoints to keep")
     hold_until: str | None = _f(None, "after each checkpoint, wait until this file exists (a relative path is "
@@ -83,6 +86,9 @@ class PretrainConfig:
             problems.append(SpecError("parallel", self.parallel, f"one of {', '.join(PARALLEL_MODES)}"))
         if self.dtype not in ("auto", "bf16", "fp32"):
             problems.append(SpecError("dtype", self.dtype, "one of auto, bf16, fp32"))
+        for name in ("compile", "activation_checkpointing"):
+            if getattr(self, name) not in ("on", "off"):
+                problems.append(SpecError(name, getattr(self, name), "on or off"))
         if self.init_from and not Path(self.init_from).exists():
             problems.append(SpecError("init_from", self.init_from, "an existing folder: a pretraining job's "
                                       "model/ or checkpoints/ folder"))

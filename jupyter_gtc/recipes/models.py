@@ -76,6 +76,17 @@ def build_model(config):
     return AutoModelForCausalLM.from_config(config, attn_implementation=attn)
 
 
+def apply_speedups(model, *, compile: bool, checkpointing: bool) -> None:
+    """Activation checkpointing and torch.compile of each decoder layer, in place and before
+    any sharding (torchtitan's order). Per layer, not the whole model: the layers are alike, so
+    one compiled graph serves them all, and transformers' code around them stays eager."""
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if compile:
+        for layer in model.model.layers:
+            layer.compile()
+
+
 def shape_of(model, seq_len: int) -> ModelShape:
     config = model.config
     return ModelShape(parameters=sum(p.numel() for p in model.parameters()), layers=config.num_hidden_layers,

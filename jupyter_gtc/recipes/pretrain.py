@@ -108,6 +108,7 @@ def train(config: PretrainConfig) -> dict[str, float]:
     base = load_weights(model, config.init_from) if config.init_from else {}
     shape = models.shape_of(model, config.seq_len)
     dtype = train_dtype(config.dtype, world.device)
+    models.apply_speedups(model, compile=config.compile == "on", checkpointing=config.activation_checkpointing == "on")
     model = parallelize(model, world, config.parallel, dtype)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
                                   betas=(0.9, 0.95), fused=world.device.type == "cuda")

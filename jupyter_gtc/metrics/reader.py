@@ -44,7 +44,8 @@ from pathlib import Path
 from ..hosts import LOCAL, FileStat, Host
 from .events import EventDecoder
 from .hypertune import HypertuneTail
-from .records import CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, TAIL_SIZE, frame_record, read_records
+from .records import (CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, TAIL_SIZE, RecordBatch, frame_record,
+                      read_records)
 from .scalar import Scalar
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,11 @@ class MetricsReader:
     time within a call, in pages of bounded size. Calls are serialised by a lock, so one
     reader may be shared.
     """
+
+    # Records are checked and decoded a chunk at a time with numpy (`bulk`), falling back to
+    # one at a time for anything unusual; False reads every record one at a time, as before
+    # (the reference that tests and bench/metrics_tail.py compare against).
+    bulk = True
 
     def __init__(self, log_dir: Path, hypertune_file: Path | None = None, *,
                  full_rescan_s: float = 30.0, page_bytes: int = PAGE_BYTES, host: Host = LOCAL):
@@ -257,31 +263,21 @@ class MetricsReader:
         state.size, state.inode = (st.size if at_end else -1), st.inode
         return at_end
 
-    @staticmethod
-    def _read_records(f, state: _EventFile, decoder: EventDecoder, stats: PollStats,
+    def _read_records(self, f, state: _EventFile, decoder: EventDecoder, stats: PollStats,
                       out: list[Scalar], budget: _Budget | None) -> bool:
         """Decode records from `state.offset` on into `out`, to the end of the file or until
         the page is full; move `state` past them. True if the end of the file was reached."""
         start = state.offset
-        # Records for what the page still lacks (fewer, if some hold no scalar: the loop
-        # in _read_file comes back), but not so few that a file of such records is read
-        # a handful at a time.
-        limits = {} if budget is None else {"max_records": max(budget.scalars - len(out), MIN_RECORDS),
-                                            "max_bytes": budget.bytes - stats.bytes_consumed}
-        batch = read_records(f, start, state.tail, CHUNK_SIZE, **limits)
+        if self.bulk:
+            from .bulk import read_scalars  # numpy: not at import time
+
+            batch = read_scalars(f, start, state.tail, decoder, out, chunk_size=CHUNK_SIZE,
+                                 limit=None if budget is None else budget.scalars,
+                                 max_bytes=None if budget is None else budget.bytes - stats.bytes_consumed)
+        else:
+            batch = _read_records_one_by_one(f, start, state.tail, decoder, out, stats, budget)
         stats.bytes_read += batch.bytes_read
         stats.corrupt_records += batch.corrupt
-        records = batch.records
-        decoded = decoder.decode(records, out, None if budget is None else budget.scalars)
-        if decoded < len(records) and not batch.corrupt:
-            # The page filled up inside the batch. Records lie back to back here, so the
-            # first one not decoded starts after the frames of those that were, and the
-            # next call goes on from it.
-            batch.next_offset = start + sum(map(len, records[:decoded])) + FRAMING_SIZE * decoded
-            batch.tail = frame_record(records[decoded - 1])[-TAIL_SIZE:]
-            batch.at_end = False
-        elif decoded < len(records):  # a skipped stretch in between: where they lie is unknown
-            decoder.decode(records[decoded:], out)
         stats.bytes_consumed += batch.next_offset - start
         state.offset, state.tail = batch.next_offset, batch.tail
         return batch.at_end
@@ -293,6 +289,30 @@ class MetricsReader:
         before = f.read(len(state.tail))
         stats.bytes_read += len(before)
         return before == state.tail
+
+
+def _read_records_one_by_one(f, start: int, tail: bytes, decoder: EventDecoder, out: list[Scalar],
+                             stats: PollStats, budget: _Budget | None) -> RecordBatch:
+    """The record-at-a-time path (`read_records`, then `EventDecoder.decode`), kept as the
+    reference the bulk path is measured and tested against (`MetricsReader.bulk = False`)."""
+    # Records for what the page still lacks (fewer, if some hold no scalar: the loop
+    # in _read_file comes back), but not so few that a file of such records is read
+    # a handful at a time.
+    limits = {} if budget is None else {"max_records": max(budget.scalars - len(out), MIN_RECORDS),
+                                        "max_bytes": budget.bytes - stats.bytes_consumed}
+    batch = read_records(f, start, tail, CHUNK_SIZE, **limits)
+    records = batch.records
+    decoded = decoder.decode(records, out, None if budget is None else budget.scalars)
+    if decoded < len(records) and not batch.corrupt:
+        # The page filled up inside the batch. Records lie back to back here, so the
+        # first one not decoded starts after the frames of those that were, and the
+        # next call goes on from it.
+        batch.next_offset = start + sum(map(len, records[:decoded])) + FRAMING_SIZE * decoded
+        batch.tail = frame_record(records[decoded - 1])[-TAIL_SIZE:]
+        batch.at_end = False
+    elif decoded < len(records):  # a skipped stretch in between: where they lie is unknown
+        decoder.decode(records[decoded:], out)
+    return batch
 
 
 @dataclass

@@ -179,7 +179,7 @@ def read_records(f: BinaryIO, offset: int, tail: bytes = b"", chunk_size: int = 
         if records_left <= 0 or total.next_offset - offset >= bytes_limit:
             total.at_end = False
             break
-        chunk = f.read(max(chunk_size, _bytes_needed(pending)))
+        chunk = f.read(max(chunk_size, bytes_needed(pending)))
         total.bytes_read += len(chunk)
         if not chunk:
             break
@@ -195,7 +195,7 @@ def read_records(f: BinaryIO, offset: int, tail: bytes = b"", chunk_size: int = 
     return total
 
 
-def _bytes_needed(pending: bytes) -> int:
+def bytes_needed(pending: bytes) -> int:
     """How many more bytes the record at the start of `pending` needs, if its header says."""
     if len(pending) < HEADER_SIZE:
         return 0

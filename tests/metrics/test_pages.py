@@ -32,6 +32,7 @@ def test_a_big_log_dir_is_read_in_pages_in_little_memory_with_every_value_in_ord
     reader = MetricsReader(log_dir)
     check = InOrder(RUNS)
     sizes = []
+    import jupyter_gtc.metrics.bulk  # noqa: F401  numpy's import: a fixed cost, not the pages'
     tracemalloc.start()
     try:
         for page in reader.pages(limit=2_000):

@@ -157,6 +157,9 @@ class DeployForm extends Widget implements Dialog.IBodyWidget<{ cluster: string;
     this._max = number(1);
     label('Replicas at least ', this._min);
     label('at most ', this._max);
+    const note = document.createElement('p');
+    note.textContent = 'Its address is served by this Jupyter server, as long as the server runs.';
+    this.node.appendChild(note);
   }
 
   getValue(): { cluster: string; min: number; max: number } {

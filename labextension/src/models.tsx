@@ -38,7 +38,7 @@ export class ModelsSection extends ReactWidget {
     this.addClass('jp-gtc-Section');
     this.id = 'jupyter-gtc-models';
     this.title.label = 'Models';
-    models.shown = () => this.isVisible;
+    models.shown = () => this.isVisible && !document.hidden; // a background tab asks nothing
     models.changed.connect(() => {
       const n = models.endpoints.length;
       this.title.label = n ? `Models (${n} deployed)` : 'Models';

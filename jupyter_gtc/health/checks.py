@@ -261,12 +261,57 @@ def check_speed(ctx: NodeContext) -> CheckResult:
 
 def check_correctness(ctx: NodeContext) -> CheckResult:
     """A deterministic computation's digest: the caller compares it across nodes (a node
-    whose digest differs from the others' computes wrong: silent data corruption)."""
+    whose digest differs from the others' computes wrong: silent data corruption). On a GPU
+    node each GPU computes it too, and GPUs of one model must agree (``digests_verdict``)."""
     import numpy as np
 
     a = np.random.default_rng(1234).standard_normal((256, 256))
     digest = hashlib.sha256(np.ascontiguousarray(a @ a.T).tobytes()).hexdigest()[:16]
-    return _result("correctness", PASS, f"digest {digest}")
+    gpus = _gpu_digests(a) if _nvml()[0] is not None else None
+    if not gpus:
+        return _result("correctness", PASS, f"digest {digest}")
+    result = digests_verdict(gpus)
+    return _result("correctness", result.verdict, f"digest {digest}; {result.evidence}")
+
+
+def _gpu_digests(a) -> list[tuple[str, str]] | None:
+    """Each GPU's digest of the same fp32 product (TF32 off: exact IEEE products), or None
+    where torch cannot reach the GPUs (the speed check says why)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    found = []
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for i in range(torch.cuda.device_count()):
+            x = torch.from_numpy(a.astype("float32")).to(torch.device("cuda", i))
+            product = (x @ x.T).cpu().numpy()
+            found.append((torch.cuda.get_device_name(i), hashlib.sha256(product.tobytes()).hexdigest()[:16]))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    return found
+
+
+def digests_verdict(gpus: list[tuple[str, str]]) -> CheckResult:
+    """GPUs of one model computing the same product must give the same bits: a GPU whose
+    digest differs from the most common one of its model fails (models may differ: their
+    kernels do)."""
+    from collections import Counter
+
+    lines, bad = [], []
+    for model in dict.fromkeys(name for name, _ in gpus):
+        mine = [(i, d) for i, (name, d) in enumerate(gpus) if name == model]
+        usual = Counter(d for _, d in mine).most_common(1)[0][0]
+        odd = [i for i, d in mine if d != usual]
+        lines.append(f"{len(mine)} x {model}: GPU digest {usual}")
+        bad += [f"GPU {i} computes {dict(mine)[i]}, not {usual} as the other {model} do" for i in odd]
+    if bad:
+        return _result("correctness", FAIL, "; ".join(bad + lines))
+    return _result("correctness", PASS, "; ".join(lines))
 
 
 def check_disk(ctx: NodeContext) -> CheckResult:

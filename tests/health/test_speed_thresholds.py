@@ -1,10 +1,10 @@
-"""The GPU speed check's verdict: each GPU's measured bf16 matmul rate against its model's
-datasheet peak (spec/machines.GPU_PEAK_BF16_TFLOPS) and against the node's fastest GPU. The
-readings are what a GPU would report; the measuring itself needs a GPU (bench/gpu.py)."""
+"""The GPU checks' verdicts on what GPUs report: speed, each GPU's bf16 matmul rate against its
+model's datasheet peak (spec/machines.GPU_PEAK_BF16_TFLOPS) and the node's fastest GPU;
+correctness, each GPU's digest against its peers'. Measuring needs a GPU (bench/gpu.py)."""
 
 from __future__ import annotations
 
-from jupyter_gtc.health.checks import speed_verdict
+from jupyter_gtc.health.checks import digests_verdict, speed_verdict
 
 
 def test_an_h200_at_the_rate_measured_on_one_passes_and_says_against_what():
@@ -30,3 +30,12 @@ def test_a_gpu_at_half_its_peers_speed_fails_even_without_a_datasheet_figure():
     assert "GPU 1" in result.evidence and "under half the fastest GPU's 300" in result.evidence
     assert "no datasheet figure" in result.evidence
     assert speed_verdict([("NVIDIA L40S", 300.0), ("NVIDIA L40S", 290.0)]).verdict == "pass"
+
+
+def test_a_gpu_whose_digest_differs_from_its_peers_fails_the_correctness_check():
+    same = digests_verdict([("NVIDIA H200", "aaaa"), ("NVIDIA H200", "aaaa")])
+    assert same.verdict == "pass" and "2 x NVIDIA H200: GPU digest aaaa" in same.evidence
+    odd = digests_verdict([("NVIDIA H200", "aaaa"), ("NVIDIA H200", "bbbb"), ("NVIDIA H200", "aaaa")])
+    assert odd.verdict == "fail" and "GPU 1 computes bbbb, not aaaa" in odd.evidence
+    # different models run different kernels: their digests may differ
+    assert digests_verdict([("NVIDIA H200", "aaaa"), ("NVIDIA A100-SXM4-80GB", "cccc")]).verdict == "pass"

@@ -38,6 +38,7 @@ RPC_CODES = {"CANCELLED": 1, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT
              "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9, "ABORTED": 10,
              "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14, "UNAUTHENTICATED": 16}
 MAX_EVENTS = 100
+MAX_OPERATIONS = 1000  # kept for their polls (Google keeps them for days); a running one is never dropped
 PAGE_SIZE = 50
 
 
@@ -221,6 +222,9 @@ class VertexTrainingClusters:
         name = f"{resource}/operations/{secrets.randbelow(10**18)}"
         with self._lock:
             self.operations[name] = (work, kind, cluster)
+            finished = [n for n, (w, _, _) in self.operations.items() if w.finished]
+            for old in finished[:max(0, len(self.operations) - MAX_OPERATIONS)]:  # the oldest finished go first
+                del self.operations[old]
         parent, _, rest = name.partition("/modelDevelopmentClusters/")
         cluster_id, _, op = rest.partition("/operations/")
         return self.get_operation(parent, cluster_id, op)

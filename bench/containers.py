@@ -10,6 +10,11 @@ interleaved. Then the same step as a plain sbatch job, with and without ``srun -
 (Slurm 22.05's OCI support, a bundle unpacked by umoci). The image is built or found first (tests/containers/image.py) and is in podman's
 store before any timing.
 
+With ``--podman-options``: where a ``podman run`` of the image's ``true`` spends its time, by
+option, each against the product's own argv (``containers/argv.py``), interleaved: what the
+product could still choose (runtime, log driver, events, --rm, --name/--replace, seccomp, pull
+policy, cgroups), and a bare ``podman image exists``/``inspect`` (the endpoint's check per job).
+
 Last, a 2-node torchrun (gloo, a small MLP under DistributedDataParallel, CPU) timed by its
 own steps (the median step of each rank after warm-up, the slower rank's): ``srun`` on the
 nodes with the kernel's venv, and with Debian's python3 (the image's interpreter, torch from
@@ -103,13 +108,68 @@ def torchrun_step_times(image: str, n: int) -> dict[str, list[float]]:
     return times
 
 
+def podman_options(image: str, n: int) -> None:
+    """``podman run IMAGE true``: the product's argv against each option changed alone."""
+    import subprocess
+
+    from jupyter_gtc.containers import runtime
+    from jupyter_gtc.containers.argv import run_argv
+
+    found = runtime.detect()
+    engine, oci = found.engine, found.oci_runtime
+    ours = run_argv(engine, image, command=["true"], oci_runtime=oci, name="gtc-bench-options")
+    at = ours.index("run") + 1
+
+    def changed(*options: str, before_run: tuple[str, ...] = ()) -> list[str]:
+        return [*ours[:at - 1], *before_run, "run", *options, *ours[at:]]
+
+    ways = {"the product's argv": ours,
+            "without --name/--replace": [w for w in ours if w not in ("--name", "gtc-bench-options", "--replace")],
+            "without --rm": [w for w in ours if w != "--rm"],
+            "--log-driver=passthrough": changed("--log-driver=passthrough"),
+            "--log-driver=none": changed("--log-driver=none"),
+            "--events-backend=none": changed(before_run=("--events-backend", "none")),
+            "--pull=never": changed("--pull=never"),
+            "--security-opt seccomp=unconfined": changed("--security-opt", "seccomp=unconfined"),
+            "--cgroups=disabled": changed("--cgroups=disabled"),
+            "--cgroups=split": changed("--cgroups=split"),
+            "crun": [ours[0], "--runtime", "crun", *ours[3 if oci else 1:]],
+            "podman image exists (no run)": [engine.path, "image", "exists", image],
+            "podman image inspect (no run)": [engine.path, "image", "inspect", "--format", "{{.Id}}", image]}
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    failed: dict[str, str] = {}
+    for i in range(n + 1):
+        for way, argv in ways.items():
+            if way in failed:
+                continue
+            t0 = time.perf_counter()
+            done = subprocess.run(argv, capture_output=True, text=True)
+            if done.returncode:
+                failed[way] = (done.stderr.strip().splitlines() or ["?"])[-1][:90]
+            elif i:
+                times[way].append(time.perf_counter() - t0)
+    base = statistics.median(times["the product's argv"])
+    print(f"{'podman run IMAGE true, by option':44} {'median':>9} {'ratio':>7}  (n={n})")
+    for way in ways:
+        if way in failed:
+            print(f"{way:44} {'-':>9} {'-':>7}  refused here: {failed[way]}")
+        else:
+            med = statistics.median(times[way])
+            print(f"{way:44} {med * 1e3:7.0f}ms {med / base:7.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=5)
+    parser.add_argument("--skip-torchrun", action="store_true", help="the trivial jobs only")
+    parser.add_argument("--podman-options", action="store_true", help="podman run's time by option, and stop")
     args = parser.parse_args()
     from tests.containers.image import trainer_image
 
     image = trainer_image()
+    if args.podman_options:
+        podman_options(image, args.n)
+        return 0
     os.environ["GTC_HOME"] = tempfile.mkdtemp(prefix="gtc-bench-")
     from jupyter_gtc import api
 
@@ -158,6 +218,8 @@ def main() -> int:
         print(f"{'sbatch: srun on the node':44} {med['srun']:8.2f}s {1.0:7.2f}")
         print(f"{'sbatch: srun --container (Slurm OCI, runc)':44} {med['srun --container']:8.2f}s "
               f"{med['srun --container'] / med['srun']:7.2f}")
+        if args.skip_torchrun:
+            return 0
         steps = {kind: statistics.median(t) for kind, t in torchrun_step_times(image, args.n).items()}
         print(f"{'2-node torchrun, median step (ms)':44} {'median':>9} {'ratio':>7}")
         print(f"{'srun on the nodes, the venv (pyenv python)':44} {steps['bare'] * 1e3:7.2f}ms "

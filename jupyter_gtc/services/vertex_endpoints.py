@@ -33,7 +33,7 @@ from google.cloud.aiplatform_v1 import types as vx
 from google.protobuf import json_format, struct_pb2
 
 from ..exceptions import EndpointNotFound, GtcError, ModelConflict, PredictionError, SpecError
-from .vertex import _partition_for, new_id, parse, to_json
+from .vertex import _partition_for, new_id, parse, parse_filter, to_json
 from .vertex_models import VertexModels, _filtered, _id_of, _page, _ref, model_id
 
 _TYPE = "type.googleapis.com/google.cloud.aiplatform.v1."
@@ -99,6 +99,9 @@ class VertexEndpoints:
             if record["resource"]["name"].startswith(parent + "/"):
                 resources.append(record["resource"])
         resources.sort(key=lambda r: r.get("createTime", ""))
+        if any(key == "state" for key, _ in parse_filter(query.get("filter", ""))):
+            raise SpecError("filter", query["filter"], 'terms on display_name="NAME" or labels.KEY="VALUE" (an '
+                                                       'Endpoint has no state)')
         return _page(_filtered(resources, query.get("filter", "")), query, "endpoints")
 
     def delete(self, parent: str, id: str) -> str:

@@ -110,6 +110,13 @@ def test_upload_create_deploy_predict_undeploy_delete(aiplatform, endpoint, tiny
     assert response.status == 200
     assert json.loads(response.read())["predictions"][0]["text"] == answer.predictions[0]["text"]
 
+    # A version serves one endpoint at a time (the registry keeps one deployment per version).
+    other = aiplatform.Endpoint.create(display_name="sdk-llama-other")
+    with pytest.raises(exceptions.BadRequest, match="deployed already") as refused:
+        model.deploy(endpoint=other, machine_type=MACHINE)
+    assert google_error(refused.value)["status"] == "FAILED_PRECONDITION" and other.list_models() == []
+    other.delete()
+
     # A deployed endpoint is not deleted; undeploy_all ends the replicas' jobs.
     with pytest.raises(exceptions.BadRequest, match="undeploy") as refused:
         ep.delete()
@@ -139,6 +146,8 @@ def test_list_an_empty_endpoints_refusal_a_wrong_machine_and_a_deleted_endpoint(
     assert [e.resource_name for e in named] == [second.resource_name]
     assert {first.resource_name, second.resource_name} <= {e.resource_name for e in aiplatform.Endpoint.list()}
     assert [e.display_name for e in aiplatform.Endpoint.list(filter='labels.stage="dev"')] == ["sdk-empty-a"]
+    with pytest.raises(exceptions.BadRequest, match="filter.*display_name"):
+        aiplatform.Endpoint.list(filter='state="RUNNING"')
 
     # Nothing deployed: the error a user reads says so and what to do, in Google's shape.
     with pytest.raises(exceptions.BadRequest, match="no model is deployed") as refused:

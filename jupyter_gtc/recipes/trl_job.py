@@ -164,6 +164,20 @@ def _tensorboard_callback():
     return JobMetrics
 
 
+def checkpointing_field(names: set[str] | None = None) -> str:
+    """TrainingArguments' name for activation checkpointing: ``activation_checkpointing`` since
+    transformers 5.2x, ``gradient_checkpointing`` before: a GPU machine's image may carry an
+    older one (5.17 on the H200 machines bench/gpu.py is meant for), whose TrainingArguments
+    refuse the new name, so every SFT and RL job would stop there at its first line. ``names``:
+    the fields to choose from, the installed TrainingArguments' by default."""
+    if names is None:
+        from dataclasses import fields as dataclass_fields
+
+        from transformers import TrainingArguments
+        names = {f.name for f in dataclass_fields(TrainingArguments)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
 def trainer_args(config: Any, dirs: JobDirs, default_lr: float) -> dict[str, Any]:
     """The TrainingArguments every recipe shares: logging every step, checkpoints, precision."""
     import torch
@@ -174,9 +188,8 @@ def trainer_args(config: Any, dirs: JobDirs, default_lr: float) -> dict[str, Any
         logging_steps=1, report_to="none",  # our JobMetrics callback writes TensorBoard
         save_strategy="steps", save_steps=config.save_steps, save_total_limit=2, seed=config.seed,
         # bf16 where the hardware has it: TRL's default bf16=True would run CPU jobs in emulated bf16.
-        # Activation checkpointing (TRL's default) only where memory is short, on the GPU; transformers
-        # 5 renamed it from gradient_checkpointing.
-        bf16=gpu, activation_checkpointing=gpu, dataloader_pin_memory=gpu,
+        # Activation checkpointing (TRL's default) only where memory is short, on the GPU.
+        bf16=gpu, **{checkpointing_field(): gpu}, dataloader_pin_memory=gpu,
         # Without use_cpu, torchrun on a machine without GPUs starts N unrelated single-process
         # runs (accelerate sets up gloo only when told the job is CPU-only).
         use_cpu=not gpu)

@@ -118,7 +118,7 @@ class Bench:
         self.memory.start()
         started = time.monotonic()
         proc = subprocess.Popen(child.argv, cwd=self.work, env=self.env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
         timer = threading.Timer(timeout, lambda: _end(proc, child, f"timed out after {timeout:g} s"))
         timer.start()
         try:
@@ -194,7 +194,9 @@ def _end(proc: subprocess.Popen, child: Child, why: str) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    threading.Timer(10, lambda: _kill(proc)).start()  # one that ignores SIGTERM (a hung NCCL call)
+    kill = threading.Timer(10, lambda: _kill(proc))  # one that ignores SIGTERM (a hung NCCL call)
+    kill.daemon = True
+    kill.start()
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -402,11 +404,12 @@ def _trl_missing(b: Bench) -> str:
 
 
 def sft(b: Bench, model: Path) -> list[Row]:
+    kinds = (("SFT full, batch 8", []), ("SFT LoRA r16, batch 8", ["--lora"]))
     missing = _trl_missing(b)
     if missing:
-        return [Row("sft", "SFT LoRA", error=missing), Row("sft", "SFT full", error=missing)]
+        return [Row("sft", label, error=missing) for label, _ in kinds]
     rows = []
-    for label, flags in (("SFT full, batch 8", []), ("SFT LoRA r16, batch 8", ["--lora"])):
+    for label, flags in kinds:
         rows.append(trl_run(b, "sft", label, ["-m", "jupyter_gtc.recipes.sft", "--init-from", str(model), *flags,
                                               "--batch-size", "8"], 180))
     full, lora = rows
@@ -685,7 +688,7 @@ def table(rows: list[Row], dry: bool, total: float) -> str:
             note = ""
         data.append((r.section, r.what, figure, baseline, ratio, f"{r.seconds:.0f}", note))
     widths = [max(len(c), *(len(d[i]) for d in data)) if data else len(c) for i, c in enumerate(cols)]
-    widths = [min(w, 60) for w in widths]
+    widths[1] = min(widths[1], 60)  # "what"; the figures are never cut
     fmt = " | ".join(f"{{:{w}.{w}}}" for w in widths[:-1]) + " | {}"
     lines.append(fmt.format(*cols))
     lines.append("-+-".join("-" * w for w in widths[:-1]) + "-+-" + "-" * 20)
@@ -708,20 +711,22 @@ def run_all(dry: bool, work: Path, only: set[str], budget: float) -> tuple[list[
     for name, fn in (("machine", machine), ("health", health)):
         if wanted(name):
             b.section(name, fn, b)
-    model = None
+    model, no_model = None, "no model: its export failed (see the model row)"
     if not only or only - {"machine", "health"}:
         try:  # its tokenizer serves the pretraining runs too
             model = make_model(b)
             b.tokenizer = model
         except Exception as e:  # noqa: BLE001
             b.rows.append(Row("model", "llama 1B model for SFT, GRPO, checkpoint, serving", error=str(e)))
+            if isinstance(e, OutOfBudget):
+                no_model = str(e)
     for name, fn in (("pretrain-llama", llama), ("pretrain-gemma", gemma)):
         if wanted(name):
             b.section("pretrain", fn, b)
-    for name, fn in (("sft", sft), ("grpo", grpo), ("checkpoint", checkpoint), ("serving", serving)):
+    for name, fn in (("checkpoint", checkpoint), ("serving", serving), ("sft", sft), ("grpo", grpo)):
         if wanted(name):
             if model is None:
-                b.rows.append(Row(name, "(section)", error="no model: its export failed (see the model row)"))
+                b.rows.append(Row(name, "(section)", error=no_model))
             else:
                 b.section(name, fn, b, model)
     return b.rows, time.monotonic() - started

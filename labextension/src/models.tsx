@@ -5,6 +5,7 @@
  * request rate and latency. Alias, deploy and undeploy are commands (modelcommands.ts).
  * It reads `ModelsModel` (modelsmodel.ts), which asks the server while the section is shown.
  */
+import { ServerConnection } from '@jupyterlab/services';
 import {
   caretDownIcon,
   caretRightIcon,
@@ -20,6 +21,7 @@ import {
 import { CommandRegistry } from '@lumino/commands';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import { Message } from '@lumino/messaging';
+import { AccordionPanel } from '@lumino/widgets';
 import React, { useState } from 'react';
 
 import { IEndpoint, IModelSummary, IModelVersion, IModelVersionSummary } from './api';
@@ -57,6 +59,33 @@ export class ModelsSection extends ReactWidget {
       </UseSignal>
     );
   }
+}
+
+/**
+ * The section starts folded, unless the user left it open (remembered in the browser, per
+ * server): open, it takes its share of the height from the cluster card and the jobs list,
+ * which a user of the sidebar without models would lose for an empty list.
+ */
+export function keepModelsFolded(accordion: AccordionPanel, section: ModelsSection): void {
+  const key = `jupyter-gtc:models-open:${ServerConnection.makeSettings().baseUrl}`;
+  let open = false;
+  try {
+    open = window.localStorage.getItem(key) === 'true';
+  } catch {
+    // storage disabled: folded
+  }
+  if (!open) {
+    accordion.collapse(accordion.widgets.indexOf(section));
+  }
+  accordion.expansionToggled.connect((_, index) => {
+    if (accordion.widgets[index] === section) {
+      try {
+        window.localStorage.setItem(key, String(!section.isHidden));
+      } catch {
+        // storage disabled or full: the choice lasts this page only
+      }
+    }
+  });
 }
 
 function ModelList({ models, commands }: { models: ModelsModel; commands: CommandRegistry }): JSX.Element {

@@ -40,7 +40,7 @@ import { clusterIcon, metricsIcon } from './icons';
 import { ClustersModel } from './model';
 import { SectionFit } from './fit';
 import { CommandButton, duration, StateKind, StateLabel, useClock } from './parts';
-import { ModelsSection } from './models';
+import { keepModelsFolded, ModelsSection } from './models';
 import { ModelsModel } from './modelsmodel';
 import { StudiesSection } from './studies';
 
@@ -65,7 +65,9 @@ export function createSidebar(
   panel.addWidget(new ClustersSection(model, commands));
   panel.addWidget(new JobsSection(model, commands));
   panel.addWidget(new StudiesSection(model, commands));
-  panel.addWidget(new ModelsSection(models, commands));
+  const modelsSection = new ModelsSection(models, commands);
+  panel.addWidget(modelsSection);
+  keepModelsFolded(panel.content as AccordionPanel, modelsSection);
   const fit = new SectionFit(panel.content as AccordionPanel);
   panel.disposed.connect(() => fit.dispose());
   return panel;

@@ -55,6 +55,16 @@ def section(page):
     return page.locator("#jupyter-gtc-models")
 
 
+def open_models(page) -> None:
+    """Unfold the section: it starts folded (the jobs list and the cluster card keep the room)."""
+    title = page.locator('#jupyter-gtc-sidebar .lm-AccordionPanel-title[aria-controls="jupyter-gtc-models"]')
+    expect(title).to_have_text("Models")
+    expect(title).to_have_attribute("aria-expanded", "false")
+    expect(section(page)).to_be_hidden()
+    title.click()
+    expect(section(page)).to_be_visible()
+
+
 def version_row(page, version: int):
     return section(page).locator(f'.jp-gtc-Model[data-model="{MODEL}"] .jp-gtc-ModelVersion[data-version="{version}"]')
 
@@ -104,6 +114,7 @@ def test_versions_aliases_an_alias_moved_and_the_lineage_opens_the_jobs_log(jupy
     api.register_model(trained, MODEL, description="the tiny Llama of the browser test")
     api.register_model(trained, MODEL, alias="staging")
     open_lab_with_sidebar(jupyter_lab, page)
+    open_models(page)
 
     item = section(page).locator(f'.jp-gtc-Model[data-model="{MODEL}"]')
     expect(item.locator(".jp-gtc-Model-name")).to_have_text(MODEL, timeout=30_000)
@@ -146,6 +157,10 @@ def test_versions_aliases_an_alias_moved_and_the_lineage_opens_the_jobs_log(jupy
     lineage.locator('[data-command="jupyter-gtc:open-metrics"]').click()
     expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tabLabel", has_text=f"ui-trainer {trained.id} metrics")) \
         .to_be_visible(timeout=15_000)
+
+    # Left open, the section is open again after a reload.
+    open_lab_with_sidebar(jupyter_lab, page)
+    expect(section(page).locator(f'.jp-gtc-Model[data-model="{MODEL}"]')).to_be_visible(timeout=30_000)
     errors = [line for line in page.console_log if line.startswith("[pageerror]")]
     assert not errors, errors
 
@@ -156,6 +171,7 @@ def test_deploy_from_the_panel_shows_the_endpoint_its_replica_and_requests_then_
         api.register_model(trained, MODEL)
     version = api.get_model(MODEL).versions[-1].version
     open_lab_with_sidebar(jupyter_lab, page)
+    open_models(page)
     row = version_row(page, version)
     row.locator('[data-command="jupyter-gtc:deploy-model"]').click(timeout=30_000)
     dialog = page.locator(".jp-Dialog")

@@ -9,6 +9,8 @@ once the plot has its points), never on a fixed sleep."""
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -83,6 +85,19 @@ def test_the_plot_streams_each_request_and_error_as_it_comes(cluster, tiny, monk
     assert arrivals.wait(lambda: plot.requests == 8), (plot.requests, ep.requests())
     assert plot.total(ERRORS) == 2 and len(plot.values(REQUESTS)) > before
     assert ep.plot() is not plot and ep.plot().requests == 8  # a second plot starts with every point
+
+    # Another kernel, fresh after a restart: only %load_ext, then the endpoint by its id.
+    fresh_kernel = (
+        "from IPython.testing.globalipapp import start_ipython\n"
+        "ip = start_ipython()\n"
+        "ip.run_line_magic('load_ext', 'jupyter_gtc')\n"
+        "import sys\n"
+        "assert 'jupyter_gtc.widgets' not in sys.modules  # %load_ext stays light\n"
+        "import jupyter_gtc as gtc\n"
+        f"plot = gtc.endpoints.get({ep.id!r}).plot()\n"
+        "print(type(plot).__name__, plot.requests, plot.total('errors/s'))\n")
+    done = subprocess.run([sys.executable, "-c", fresh_kernel], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "EndpointPlot 8.0 2.0"), done.stderr
 
     ep.undeploy()
     assert arrivals.wait(lambda: ep.metrics_feed.finished), plot.status

@@ -38,7 +38,11 @@ class StudyPanel(w.VBox):
         self.title_html = w.HTML(
             f"<b>study {html.escape(study.name)}</b> &nbsp;<span style='color:#57606a'>on "
             f"{html.escape(study.cluster)} &middot; {html.escape(spec.metric.metric_id)} "
-            f"({spec.metric.direction}) &middot; {html.escape(spec.algorithm)}</span>")
+            f"({spec.metric.direction}) &middot; {html.escape(spec.algorithm)}</span>"
+            # which sampler runs the algorithm, and why (bayesian is a GP or TPE, by the space);
+            # a study on Vertex AI has none of ours
+            + (f"<br><span style='color:#57606a'>{html.escape(study.sampler)}</span>"
+               if getattr(study, "sampler", "") else ""))
         self.state_label = w.Label()
         self.counts_label = w.Label()
         self.best_html = w.HTML()

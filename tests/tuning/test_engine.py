@@ -73,7 +73,8 @@ def test_grid_enumerates_every_point_once():
 def test_the_sampler_choice_is_recorded_with_its_reason():
     plain = spec_of("parameters: {lr: {double: [1e-4, 1e-1], scale: log}, n: {integer: [1, 8]}}\n")
     sampler, name, why = engine.make_sampler(plain)
-    assert (type(sampler).__name__, name) == ("GPSampler", "gp") and "Gaussian process" in why
+    assert (type(sampler).__name__, name) == ("GPWithTPE", "gp") and "Gaussian process" in why
+    assert "every 4th trial multivariate TPE" in why and "the first 10 at random" in why
     tree = spec_of("parameters: {o: {categorical: [a, b], children: {a: {x: {double: [0, 1]}}}}}\n")
     sampler, name, why = engine.make_sampler(tree)
     assert (type(sampler).__name__, name) == ("TPESampler", "tpe") and "conditional" in why

@@ -56,6 +56,7 @@ def test_the_panel_follows_a_study_to_its_end(cluster):
                                        "job": trial_script("--delay=0.2")}, name="paneled")
     panel = StudyPanel(study)
     assert panel.following and "study paneled" in panel.title_html.value
+    assert "bayesian: Gaussian process" in panel.title_html.value  # which sampler runs it, shown
     assert sleep_until(lambda: not panel.following, 60)  # it lets go once the study has ended
     snap = panel.snapshot
     assert panel.state_label.value == "SUCCEEDED" and panel.counts_label.value.startswith("4/4: 0 running, 4 complete")

@@ -5,8 +5,9 @@ Nothing here knows Slurm. The driver asks, runs a job, reports and tells; this m
 how a Vertex concept maps onto Optuna's:
 
 - algorithm: grid -> ``GridSampler``, random -> ``RandomSampler``, bayesian (Vertex's default)
-  -> ``GPSampler`` where it handles the space (no conditional parameters, and torch and scipy
-  importable), else ``TPESampler`` (multivariate, grouped for conditional spaces, constant liar
+  -> ``GPSampler`` with every 4th trial from multivariate TPE (``samplers.py`` says why) where
+  the GP handles the space (no conditional parameters, and torch and scipy importable), else
+  ``TPESampler`` (multivariate, grouped for conditional spaces, constant liar
   for parallel trials). The choice and why are recorded on the study.
 - scale types: log -> ``log=True``; reverse log (values near the top spread out) -> Optuna
   samples ``min + max - x`` on a log scale and the trial gets ``x``, so Optuna's own record of
@@ -96,10 +97,11 @@ def make_sampler(spec: TuningSpec):
     conditional = any(p.conditional_parameter_specs for p in spec.parameters())
     missing = [m for m in ("torch", "scipy") if importlib.util.find_spec(m) is None]
     if not conditional and not missing:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            sampler = optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup, deterministic_objective=False)
-        return sampler, "gp", "bayesian: Gaussian process (GPSampler)"
+        from .samplers import TPE_EVERY, gp_with_tpe  # imports Optuna: only when a study needs a sampler
+
+        return gp_with_tpe(seed, startup), "gp", (
+            f"bayesian: Gaussian process (Optuna's GPSampler), every {TPE_EVERY}th trial multivariate TPE "
+            f"(it varies what the GP holds still); the first {startup} at random")
     why = "the space has conditional parameters" if conditional else f"{' and '.join(missing)} not installed"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

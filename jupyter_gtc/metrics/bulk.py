@@ -22,12 +22,16 @@ file (`CHUNK_SIZE`, a few thousand records) is done in a handful of numpy operat
   proto3), a tag's first tensor with its metadata, several values in one event...) is
   decoded by `EventDecoder`, in file order.
 
-Measured on 1M torch scalars against the record-at-a-time path (bench/metrics_tail.py):
-see the table in the bench's docstring. Why not the other ways the issue named: a per-record
-CRC call (`google-crc32c`, C) plus the slice it needs costs 0.24 us a record by itself, a
-quarter of the whole budget for 1M scalars a CPU-second; TensorBoard's Rust data server is a
-separate process that reads whole directories and serves gRPC, so it cannot resume at an
-offset, read through a Host (SSH, Cloud Storage) or bound a poll's memory.
+bench/metrics_tail.py prints this path, the record-at-a-time one (`MetricsReader.bulk =
+False`) and TensorBoard's Rust data server side by side on 1M torch scalars: ~2.5x the old
+path's scalars per CPU-second, level with the Rust server's. What is left per scalar is
+mostly building the `Scalar` (see `scalar.scalars`) and Python's GC seeing it once.
+
+Why this and not the other ways: a per-record CRC call (`google-crc32c`, C) plus the slice
+it needs cost 0.24 us a record by themselves (measured), a quarter of the budget of 1M
+scalars a CPU-second; TensorBoard's Rust data server is a separate process that reads whole
+directories and answers over gRPC, so it cannot resume at an offset, read through a Host
+(SSH, Cloud Storage) or bound a poll's memory, and its answer must still become Scalars.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from .scalar import Scalar, scalars
 MAX_BUFFER = 8 << 20      # bigger buffers (a record bigger than a chunk) go record at a time
 SMALL_RECORD = 512        # records up to this many bytes are decoded in bulk
 WALK = 48                 # records walked one by one before looking for a cycle
+MAX_ROUNDS = 16           # decode calls per chunk before the rest goes one record at a time
 SLACK = 64                # records decoded past a page's room, for those that hold no scalar
 MAX_CYCLE = 24            # the longest cycle of record sizes looked for
 _PAD = 1024               # zeros after a buffer, so positions computed from garbage stay inside
@@ -211,16 +216,18 @@ def _crcs_hold(buf: bytes, a: np.ndarray, at: np.ndarray, length: int, crcs: np.
 
 
 def decode(buf: bytes, a: np.ndarray, frames: Frames, decoder: EventDecoder, out: list[Scalar],
-           limit: int | None = None) -> int:
+           limit: int | None = None, in_bulk: bool = True) -> tuple[int, bool]:
     """Append the scalars of `frames` to `out` as `EventDecoder.decode` would, in record
     order; with `limit`, stop before the first record that finds `out` that long already.
-    Returns how many records were decoded."""
+    Returns how many records were decoded (fewer than all, also, right after the first
+    value of a tensor tag that says whether the tag is a scalar), and whether `limit`
+    stopped it."""
     count = len(frames.starts)
     if not count:
-        return 0
+        return 0, False
     data = frames.starts + HEADER_SIZE
     lengths = frames.lengths
-    fast = (lengths >= 20) & (lengths <= SMALL_RECORD)
+    fast = (lengths >= 20) & (lengths <= (SMALL_RECORD if in_bulk else 0))
     fast &= (a[data] == 0x09) & (a[data + 9] == 0x10)    # 1: wall_time double, 2: step varint
     # The step: a varint of 1 to 9 bytes (10 bytes is a negative step: the careful path).
     varint = np.lib.stride_tricks.sliding_window_view(a, 9)[data + 10]
@@ -232,21 +239,26 @@ def decode(buf: bytes, a: np.ndarray, frames: Frames, decoder: EventDecoder, out
         step |= np.where(k < size, (varint[:, k] & 0x7F).astype(np.uint64) << np.uint64(7 * k), 0)
     end = data + lengths
     q = data + 10 + size                                   # 5: summary, to the end of the event
-    fast &= (a[q] == 0x2A) & (a[q + 1] < 0x80) & (q + 2 + a[q + 1] == end)
-    fast &= (a[q + 2] == 0x0A) & (a[q + 3] < 0x80) & (q + 4 + a[q + 3] == end)  # one value
-    fast &= (a[q + 4] == 0x0A) & (a[q + 5] < 0x80)        # its tag (1)
-    tag_start = q + 6
-    tag_end = tag_start + a[q + 5]
+    fast &= a[q] == 0x2A
+    q, ok = _length_to(a, q + 1, end)
+    fast &= ok & (a[q] == 0x0A)                            # its one value (1), to the end
+    q, ok = _length_to(a, q + 1, end)
+    fast &= ok & (a[q] == 0x0A) & (a[q + 1] < 0x80)       # the value's tag (1), under 128 bytes
+    tag_start = q + 2
+    tag_end = tag_start + a[q + 1]
     simple = (a[tag_end] == 0x15) & (tag_end + 5 == end)   # 2: simple_value, float
-    # 8: tensor {dtype = 1 (float) or 2 (double), tensor_shape {} (a scalar), the value as
-    # tensor_content (4) or packed float_val (5) / double_val (6)}, maybe metadata (9) after.
+    # 8: tensor {dtype = 1 (float) or 2 (double), maybe tensor_shape {} (a scalar: TF2
+    # writes it, torch leaves it out), the value as tensor_content (4) or packed float_val (5)
+    # or double_val (6)}, and maybe metadata (9) after it.
     t = tag_end + 2
-    dtype, kind, width = a[t + 1], a[t + 4], a[t + 5]
+    dtype = a[t + 1]
+    v = t + 2 + 2 * ((a[t + 2] == 0x12) & (a[t + 3] == 0))
+    kind, width = a[v], a[v + 1]
     as_float = (dtype == 1) & (width == 4) & ((kind == 0x22) | (kind == 0x2A))
     as_double = (dtype == 2) & (width == 8) & ((kind == 0x22) | (kind == 0x32))
-    tensor_end = t + 6 + width
-    tensor = ((a[tag_end] == 0x42) & (a[tag_end + 1] == 6 + width) & (a[t] == 0x08)
-              & (a[t + 2] == 0x12) & (a[t + 3] == 0) & (as_float | as_double)
+    tensor_end = v + 2 + width
+    tensor = ((a[tag_end] == 0x42) & (t + a[tag_end + 1] == tensor_end) & (a[t] == 0x08)
+              & (as_float | as_double)
               & ((tensor_end == end) | ((a[tensor_end] == 0x4A) & (a[tensor_end + 1] < 0x80)
                                         & (tensor_end + 2 + a[tensor_end + 1] == end))))
     fast &= simple | tensor
@@ -258,27 +270,60 @@ def decode(buf: bytes, a: np.ndarray, frames: Frames, decoder: EventDecoder, out
         rows = rows[:max(limit - len(out), 0)]
     tags = _tags(buf, a, tag_start[rows], (tag_end - tag_start)[rows], decoder)
     tensors = tensor[rows]
+    cut = count                          # records decoded this time
+    ok = [tag is not None for tag in tags] if None in tags else [True] * len(tags)
     if tensors.any():
-        # A tensor is a scalar only if its tag's first metadata said so; a tag not seen yet
-        # goes the careful way, which reads that metadata and remembers.
+        # A tensor is a scalar only if its tag's first metadata said so: a tag declared no
+        # scalar goes the careful way (which yields nothing). For a tag not declared yet,
+        # what comes before its value may declare it: any record of the careful way, or a
+        # value with metadata. So this call stops before the first undeclared value if
+        # such a record precedes it; if none does, the value is final as it stands (it
+        # goes the careful way: it declares, or yields nothing), and the call stops after
+        # it if it declares, else before the next record that might.
         known = decoder._is_scalar
-        tags = [tag if not is_tensor or known.get(tag) else None
-                for tag, is_tensor in zip(tags, tensors.tolist())]
-    if None in tags:
-        keep = np.array([tag is not None for tag in tags])
+        said = [known.get(tag) if is_tensor else True for tag, is_tensor in zip(tags, tensors.tolist())]
+        if None in said:
+            first = said.index(None)
+            u = int(rows[first])
+            declaring = (tensor_end != end)[rows]
+            may_declare = np.flatnonzero(~fast[:count]) if not declaring.any() else np.union1d(
+                np.flatnonzero(~fast[:count]), rows[declaring & np.array([x is None for x in said])])
+            before = may_declare[may_declare < u]
+            if len(before):
+                cut = u
+            elif declaring[first]:
+                cut = u + 1
+            else:
+                after = may_declare[may_declare > u]
+                cut = int(after[0]) if len(after) else count
+        ok = [o and s is True for o, s in zip(ok, said)]
+    if cut < count or False in ok:
+        keep = np.array(ok, dtype=bool) & (rows < cut)
         fast[rows[~keep]] = False
         rows, tensors = rows[keep], tensors[keep]
-        tags = [tag for tag in tags if tag is not None]
+        tags = [tag for tag, k in zip(tags, keep.tolist()) if k]
     values = _gather(a, tag_end[rows] + 1, 4, "<f4").astype(np.float64)
     if tensors.any():
-        at = tag_end[rows] + 8
-        values[tensors & as_float[rows]] = _gather(a, at[tensors & as_float[rows]], 4, "<f4")
+        at = v[rows] + 2
+        floats = tensors & as_float[rows]
+        values[floats] = _gather(a, at[floats], 4, "<f4")
         doubles = tensors & as_double[rows]
         values[doubles] = _gather(a, at[doubles], 8, "<f8")
     walls = _gather(a, data[rows] + 1, 8, "<f8")
     made = scalars(tags, step[rows].astype(np.int64).tolist(), walls.tolist(), values.tolist(),
                    decoder.run)
-    return _merge(buf, frames, np.flatnonzero(~fast).tolist(), made, decoder, out, limit)
+    slow = np.flatnonzero(~fast[:cut]).tolist()
+    return _merge(buf, frames, slow, made, decoder, out, limit, cut)
+
+
+def _length_to(a: np.ndarray, at: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the payload of the length varints (1 or 2 bytes) at `at` starts, and whether
+    it runs exactly to `end`."""
+    low, high = a[at].astype(np.int64), a[at + 1].astype(np.int64)
+    two = low >= 0x80
+    length = np.where(two, (low & 0x7F) | (high << 7), low)
+    start = at + 1 + two
+    return start, (~two | (high < 0x80)) & (start + length == end)
 
 
 def _tags(buf: bytes, a: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
@@ -328,10 +373,10 @@ def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _merge(buf: bytes, frames: Frames, slow: list[int], scalars: list[Scalar],
-           decoder: EventDecoder, out: list[Scalar], limit: int | None) -> int:
+           decoder: EventDecoder, out: list[Scalar], limit: int | None, count: int) -> tuple[int, bool]:
     """Put the bulk-decoded `scalars` (one per record not in `slow`) and the records of
-    `slow`, decoded one at a time, into `out` in record order, up to `limit`."""
-    count = len(frames.starts)
+    `slow`, decoded one at a time, into `out` in record order, up to `limit`, and the
+    first `count` records only: (records decoded, whether `limit` stopped it)."""
     taken = done = 0                     # scalars of `scalars` used; records decoded
     for record in [*slow, count]:
         run = record - done              # bulk records before this one
@@ -339,18 +384,18 @@ def _merge(buf: bytes, frames: Frames, slow: list[int], scalars: list[Scalar],
             room = limit - len(out)
             if room < run:
                 out.extend(scalars[taken:taken + max(room, 0)])
-                return done + max(room, 0)
+                return done + max(room, 0), True
         out.extend(scalars[taken:taken + run])
         taken += run
         done = record
         if record == count:
             break
         if limit is not None and len(out) >= limit:
-            return done
+            return done, True
         start = int(frames.starts[record]) + HEADER_SIZE
         decoder.decode([buf[start:start + int(frames.lengths[record])]], out)
         done += 1
-    return done
+    return done, False
 
 
 def read_scalars(f, offset: int, tail: bytes, decoder: EventDecoder, out: list[Scalar], *,
@@ -399,14 +444,18 @@ def _consume(buf: bytes, base: int, decoder: EventDecoder, out: list[Scalar],
     if frames is not None:
         count = len(frames.starts)
         done = 0
+        rounds = 0
         while done < count:
             # Only as many records as the page has room for (and a few, for records that
             # hold no scalar): a small page costs small temporaries.
             stop = count if limit is None else min(count, done + max(limit - len(out), 0) + SLACK)
             part = Frames(frames.starts[done:stop], frames.lengths[done:stop], 0)
-            decoded = decode(buf, a, part, decoder, out, limit)
+            # Tags declared one by one (see decode) cost a call each: past a few, the rest
+            # of the chunk goes one record at a time.
+            rounds += 1
+            decoded, full = decode(buf, a, part, decoder, out, limit, in_bulk=rounds <= MAX_ROUNDS)
             done += decoded
-            if decoded < stop - (done - decoded) or (limit is not None and len(out) >= limit):
+            if full or (limit is not None and len(out) >= limit):
                 break
         if done < count:
             return int(frames.starts[done]), 0, True

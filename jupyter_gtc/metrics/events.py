@@ -187,6 +187,7 @@ class EventDecoder:
     def __init__(self, run: str = ""):
         self.run = run
         self.undecodable = 0           # records that were not a well-formed Event
+        self.decoded = 0               # records decoded here, one at a time (not by metrics/bulk.py)
         self._is_scalar: dict[str, bool] = {}  # tag -> what its first metadata said
         self._tag_cache: dict[bytes, str] = {}
 
@@ -207,6 +208,7 @@ class EventDecoder:
                 self.undecodable += 1
                 if self.undecodable <= 10:
                     log.warning("skipping an undecodable event in run %r: %s", self.run, e)
+        self.decoded += decoded
         return decoded
 
     def _decode_event(self, b: bytes, out: list[Scalar]) -> None:

@@ -73,6 +73,7 @@ class PollStats:
     scalars: int = 0
     corrupt_records: int = 0
     bytes_consumed: int = 0   # of records (bytes_read also counts re-checks and read-ahead)
+    events_one_by_one: int = 0  # records not in a layout metrics/bulk.py decodes in bulk
     caught_up: bool = True    # every file was read to its end: nothing was left for the next call
 
 
@@ -268,6 +269,7 @@ class MetricsReader:
         """Decode records from `state.offset` on into `out`, to the end of the file or until
         the page is full; move `state` past them. True if the end of the file was reached."""
         start = state.offset
+        singly = decoder.decoded
         if self.bulk:
             from .bulk import read_scalars  # numpy: not at import time
 
@@ -278,6 +280,7 @@ class MetricsReader:
             batch = _read_records_one_by_one(f, start, state.tail, decoder, out, stats, budget)
         stats.bytes_read += batch.bytes_read
         stats.corrupt_records += batch.corrupt
+        stats.events_one_by_one += decoder.decoded - singly
         stats.bytes_consumed += batch.next_offset - start
         state.offset, state.tail = batch.next_offset, batch.tail
         return batch.at_end

@@ -105,8 +105,8 @@ def test_only_the_edge_starts_processes():
 # completion file): only through the cluster's host (jupyter_gtc/hosts), so the same code
 # reads a login node's files over SSH. (ARCHITECTURE.md, "Hosts".)
 THROUGH_THE_HOST = ("services/jobs.py", "services/submit.py", "services/logs.py", "services/metrics.py",
-                    "metrics/reader.py", "metrics/hypertune.py", "failure.py", "slurm/commands.py",
-                    "server/handlers_jobs.py")
+                    "metrics/reader.py", "metrics/bulk.py", "metrics/hypertune.py", "failure.py",
+                    "slurm/commands.py", "server/handlers_jobs.py")
 FILE_FUNCTIONS = {"open", "io.open", "os.open", "os.stat", "os.lstat", "os.scandir", "os.listdir", "os.walk",
                   "os.makedirs", "os.mkdir", "os.remove", "os.unlink", "os.replace", "os.rename",
                   "shutil.rmtree", "shutil.copytree", "shutil.copy", "shutil.copyfile", "glob.glob"}

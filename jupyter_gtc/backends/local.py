@@ -177,6 +177,10 @@ class LocalBackend(LocalNodes, Backend):
         files.make_private_dir(root)
         for sub in ("etc", "run", "state", "log", "spool", "gpus"):
             (root / sub).mkdir(parents=True, exist_ok=True)
+        # The nodes' disk check reads where jobs write (their health check's --path): a folder
+        # missing before the first job failed it ("No such file or directory"), and a node the
+        # supervisor replaced then never passed.
+        (self.home / "jobs").mkdir(mode=0o700, exist_ok=True)
         runtime["hostname"] = socket.gethostname().split(".")[0]
         runtime["controller_port"] = free_ports(1)[0]
         runtime["node_ports"] = {}

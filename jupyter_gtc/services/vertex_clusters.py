@@ -152,10 +152,6 @@ class VertexTrainingClusters:
                    for r in host.get("faultReasons", host.get("fault_reasons")) or [] if isinstance(r, dict)]
         why = f"{REPORTED_REASON} reported faulty" + (f": {'; '.join(reasons)}" if reasons else "")
         record = self.clusters.store.get_cluster(cluster_id)
-        # The supervisor runs the node's checks on the fresh node, whose disk check looks at the
-        # jobs folder: a cluster made without periodic checks (the default) may have none yet.
-        # (A one-line fix belongs in LocalBackend.check_node; backends/local.py is not to grow.)
-        (self.clusters.home / "jobs").mkdir(parents=True, exist_ok=True)
         commands = get_backend(record.backend, self.clusters.home).commands(record.runtime)
         # The supervisor sees this drain at its next look and replaces the node (health/ladder.py).
         commands.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={why[:200]}"])

@@ -94,7 +94,7 @@ class Bench:
         self.rows: list[Row] = []
         self.facts: dict = {}
         self.memory = GpuMemory(enabled=not dry)
-        self.trl_missing: str | None = None
+        self.trl_missing = ""  # why TRL's recipes cannot run here, once one found out
 
     # -- running a section's process --------------------------------------------------------
 
@@ -393,21 +393,19 @@ def _trl_logs(lines: list[tuple[float, str]]) -> list[tuple[float, dict]]:
     return found
 
 
-def _trl_missing(b: Bench) -> str:
-    """Why TRL's recipes cannot run here ("" when they can), asked once."""
-    if b.trl_missing is None:
-        child = b.child(["-c", "import trl, datasets"], 60)
-        b.trl_missing = "" if child.rc == 0 else (
-            "skipped: trl (or datasets) is not installed here; carry them as wheels (bench/gpu.py's docstring): "
-            + child.why_failed()[-120:])
-    return b.trl_missing
+NO_TRL = re.compile(r"No module named '(trl|datasets)[^']*'")
+
+
+def _no_trl(b: Bench, child: Child) -> str:
+    """Why a TRL recipe could not start here ("" if it is not that), remembered for the rest."""
+    if NO_TRL.search(child.text()):
+        b.trl_missing = ("skipped: trl or datasets is not installed here; carry them as wheels (bench/gpu.py's "
+                         "docstring): " + NO_TRL.search(child.text()).group(0))
+    return b.trl_missing or ""
 
 
 def sft(b: Bench, model: Path) -> list[Row]:
     kinds = (("SFT full, batch 8", []), ("SFT LoRA r16, batch 8", ["--lora"]))
-    missing = _trl_missing(b)
-    if missing:
-        return [Row("sft", label, error=missing) for label, _ in kinds]
     rows = []
     for label, flags in kinds:
         rows.append(trl_run(b, "sft", label, ["-m", "jupyter_gtc.recipes.sft", "--init-from", str(model), *flags,
@@ -421,6 +419,8 @@ def sft(b: Bench, model: Path) -> list[Row]:
 
 def trl_run(b: Bench, section: str, label: str, argv: list[str], timeout: float, timed: int | None = None) -> Row:
     """A TRL recipe stopped once its timed steps are logged (no final checkpoint or save)."""
+    if b.trl_missing:
+        return Row(section, label, error=b.trl_missing)
     warm, timed = (DRY_WARMUP, DRY_STEPS) if b.dry else (WARMUP, timed or STEPS)
     out = b.work / f"{section}-{re.sub(r'[^a-z0-9]+', '-', label.lower())}"
     argv = [*argv, "--max-steps", "100000", "--save-steps", "100000", "--output-dir", str(out)]
@@ -434,7 +434,7 @@ def trl_run(b: Bench, section: str, label: str, argv: list[str], timeout: float,
     logs = _trl_logs(child.lines)
     row = Row(section, label, seconds=round(child.seconds, 1))
     if len(logs) <= warm:
-        row.error = child.why_failed()
+        row.error = _no_trl(b, child) or child.why_failed()
         return row
     (t0, first), (t1, end) = logs[warm - 1], logs[-1]
     steps = len(logs) - warm
@@ -452,9 +452,6 @@ def trl_run(b: Bench, section: str, label: str, argv: list[str], timeout: float,
 
 
 def grpo(b: Bench, model: Path) -> list[Row]:
-    missing = _trl_missing(b)
-    if missing:
-        return [Row("grpo", "GRPO step", error=missing)]
     # the recipe's defaults on the tiny model; on the 1B model, answers of 32 tokens
     flags = [] if b.dry else ["--num-generations", "8", "--batch-size", "32", "--max-completion-length", "32"]
     row = trl_run(b, "grpo", "GRPO step" + ("" if b.dry else ", 32 completions of 32 tokens"),
@@ -737,8 +734,8 @@ def main() -> None:
     parser.add_argument("--dry-run", action="store_true", help="every section on a tiny config on the CPU")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON here")
     parser.add_argument("--only", action="append", choices=SECTIONS, help="run only these sections (repeatable)")
-    parser.add_argument("--budget", type=float, default=450.0,
-                        help="seconds for the whole run (default 450: a second try fits in the device time)")
+    parser.add_argument("--budget", type=float, help="seconds for the whole run (default 450: a second try "
+                                                     "fits in the device time; a dry run's 1500, for a busy CPU)")
     parser.add_argument("--work", help="the scratch folder (default: a new one under the temp folder, removed)")
     parser.add_argument("--probe", choices=sorted(PROBES), help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -751,7 +748,8 @@ def main() -> None:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="gtc-bench-gpu-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        rows, total = run_all(args.dry_run, work, set(args.only or ()), args.budget)
+        budget = args.budget or (1500.0 if args.dry_run else 450.0)
+        rows, total = run_all(args.dry_run, work, set(args.only or ()), budget)
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)

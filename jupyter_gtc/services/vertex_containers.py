@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from typing import Any
 
 from ..containers import images
@@ -29,6 +30,25 @@ from ..exceptions import SpecError
 
 SWITCH = "GTC_CONTAINERS"  # "none": run every pool's command on the nodes, as before runtimes were used
 _PIP = re.compile(r"(?:^|[\s/;&|(])pip(?:3(?:\.\d+)?)?(?:\s|$)|-m\s+pip\b")
+
+
+# An image found in the runtime's store stays found for a while: the check is a podman call
+# (~0.1 s, more under load) in every submit's path, and an image removed after it fails its job
+# at the run with podman's error, as one removed between a check and the run always could.
+# Only store names: an archive or layout is loaded again each time (its file may have changed).
+PRESENT_FOR = 300.0
+_present: dict[tuple[str, str], tuple[str, float]] = {}
+
+
+def _ensure(engine: Any, image: str) -> str:
+    key = (engine.path, image)
+    known = _present.get(key)
+    if known and time.monotonic() - known[1] < PRESENT_FOR:
+        return known[0]
+    reference = images.ensure(engine, image)
+    if not images.is_local_source(image):
+        _present[key] = (reference, time.monotonic())
+    return reference
 
 
 def runs_pip(argv: list[str]) -> bool:
@@ -64,7 +84,7 @@ def trial_in_image(job_spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]
                f"this cluster cannot run trials in images: it needs {'; '.join(problems)}")
     if found and not problems:
         try:
-            reference = images.ensure(found.engine, image)
+            reference = _ensure(found.engine, image)
         except images.ImageUnavailable as e:
             if not command or runs_pip([*command, *args]):
                 raise SpecError(f"{where}.image_uri", image, f"an image {found.engine.name} can have here: {e}") from None
@@ -100,7 +120,7 @@ def container_pool(container: Any, replicas: int, where: str) -> dict[str, Any]:
                f"{SWITCH}=none in the endpoint's environment")
     if engine and image:
         try:
-            reference = images.ensure(engine, image)
+            reference = _ensure(engine, image)
         except images.ImageUnavailable as e:
             if not command or runs_pip([*command, *args]):
                 raise SpecError(f"{where}.container_spec.image_uri", image,

@@ -38,12 +38,15 @@ They travel as wheels (about 2 MB): here, in the repo's root,
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl \\
         trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
 
-and the device call names ``.whl`` in ``carry`` and starts with
+and the device call (``run``, timeout_s 540) names ``.whl`` in ``carry`` and runs
 
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \\
-        && export PYTHONPATH=/tmp/site; python3 bench/gpu.py --json $OUT/gpu.json
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site;
+    PYTHONUNBUFFERED=1 python3 bench/gpu.py --json $OUT/gpu.json 2>&1 | tee $OUT/gpu.log
 
-Without them the SFT and GRPO rows say "skipped: trl is not installed" and the rest runs.
+Without them the SFT and GRPO rows say "skipped: trl or datasets is not installed here" and the
+rest runs. ``--budget`` (450 s) bounds the whole run: a section that finds it spent says so in
+its row; ``--only SECTION`` reruns one.
 """
 
 from __future__ import annotations

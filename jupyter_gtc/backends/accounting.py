@@ -230,7 +230,8 @@ def _start_database(home: Path, user: str, env: dict[str, str]) -> None:
     def install(where: Path) -> None:
         try:
             _process.run(["mariadb-install-db", "--no-defaults", f"--datadir={where}", *as_user, f"--tmpdir={tmp}",
-                          "--skip-test-db", "--auth-root-authentication-method=socket", *DB_SIZES], timeout=120, env=env)
+                          "--skip-test-db", "--auth-root-authentication-method=socket", *DB_SIZES],
+                         timeout=120, env=env)
         except CommandError as e:
             raise ClusterStartError(f"could not make the accounting database in {where}: {e}") from None
 

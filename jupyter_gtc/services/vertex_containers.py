@@ -77,7 +77,8 @@ def trial_in_image(job_spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]
     if not isinstance(container, dict) or not container.get("imageUri"):
         return job_spec, []
     where = "trial_job_spec.worker_pool_specs[0].container_spec"
-    image, command, args = container["imageUri"], list(container.get("command") or []), list(container.get("args") or [])
+    image = container["imageUri"]
+    command, args = list(container.get("command") or []), list(container.get("args") or [])
     found = runtimes()
     problems = missing_tools(found) if found else []
     why_not = (f"{SWITCH}=none in the endpoint's environment" if not found else
@@ -87,7 +88,8 @@ def trial_in_image(job_spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]
             reference = _ensure(found.engine, image)
         except images.ImageUnavailable as e:
             if not command or runs_pip([*command, *args]):
-                raise SpecError(f"{where}.image_uri", image, f"an image {found.engine.name} can have here: {e}") from None
+                raise SpecError(f"{where}.image_uri", image,
+                                f"an image {found.engine.name} can have here: {e}") from None
             why_not = str(e)
         else:
             if not command:

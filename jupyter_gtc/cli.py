@@ -220,6 +220,9 @@ def _parser() -> argparse.ArgumentParser:
     from .cli_endpoints import add_endpoint_verbs
 
     add_endpoint_verbs(verbs)
+    from .cli_capacity import add_capacity_verb  # gtc capacity: Compute Engine's view of a zone
+
+    add_capacity_verb(verbs)
 
     vertex = verbs.add_parser("vertex", help="Vertex AI: a local endpoint the official SDK runs against")
     xv = vertex.add_subparsers(title="vertex commands", metavar="VERB")

@@ -49,12 +49,16 @@ def cloud_error(error: Any, what: str, project: str = "PROJECT", context: dict[s
     if status == "PERMISSION_DENIED":
         permission = metadata.get("permission") or next(iter(_PERMISSION.findall(message)), None)
         if permission:
+            # gtc capacity's reads are Compute Engine's: a viewer's role has them all.
+            role, scope = (("roles/compute.viewer", "compute.*.list") if permission.startswith("compute.")
+                           else ("roles/aiplatform.admin", "aiplatform.*"))
+            listed = "" if permission.startswith("compute.") else ("; training clusters also need the project "
+                                                                   "allow-listed for the v1beta1 API")
             return CloudApiError(status, "IAM_PERMISSION_DENIED",
                                  f"{what}: permission {permission} denied in project {project}: grant it to whoever "
-                                 f"runs this (the role roles/aiplatform.admin has every aiplatform.* permission): "
+                                 f"runs this (the role {role} has every {scope} permission): "
                                  f"`gcloud projects add-iam-policy-binding {project} --member=user:YOU "
-                                 f"--role=roles/aiplatform.admin`; training clusters also need the project "
-                                 f"allow-listed for the v1beta1 API{google}")
+                                 f"--role={role}`{listed}{google}")
         return CloudApiError(status, None, f"{what}: permission denied in project {project}: check the "
                                            f"credentials (`gcloud auth application-default login`) and the "
                                            f"roles of that account{google}")

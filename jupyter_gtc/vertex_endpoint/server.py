@@ -38,7 +38,7 @@ from typing import Any
 from .. import api
 from ..exceptions import GtcError, InvalidArgument, JobNotFound, google_error_body
 from ..vertex.guard import GuardedHandler, GuardedServer
-from . import clusters, endpoints, models
+from . import clusters, compute, endpoints, models
 
 log = logging.getLogger("jupyter_gtc.vertex_endpoint")
 DEFAULT_BUCKET = "local-bucket"  # %gtc_vertex_local's staging bucket, there from the start
@@ -58,7 +58,7 @@ ROUTES = [
 ROUTES += clusters.CLUSTER_ROUTES  # training clusters (clusters.py)
 
 
-class Endpoint(models.ModelMethods, endpoints.EndpointMethods, clusters.ClusterMethods):
+class Endpoint(models.ModelMethods, endpoints.EndpointMethods, clusters.ClusterMethods, compute.ComputeMethods):
     """The API's methods over ``api.vertex_jobs`` and ``api.vertex_tuning_jobs`` for one cluster;
     operations kept in memory (a delete finishes at once: its operation is done when answered)."""
 
@@ -160,10 +160,13 @@ class Handler(GuardedHandler):
         if path == "healthz":
             return 200, {}
         version, _, resource = path.partition("/")
+        routes = ROUTES
+        if version == "compute":  # Compute Engine's few routes gtc capacity reads (compute.py)
+            version, routes = "v1", compute.COMPUTE_ROUTES
         if version not in ("v1", "ui", "v1beta1"):  # the SDK polls operations under /ui/; clusters are v1beta1
             return 404, google_error_body(404, "NOT_FOUND", f"no API version {version!r} here; this endpoint serves v1")
         params = dict(urllib.parse.parse_qsl(query))
-        for verb, pattern, name in ROUTES:
+        for verb, pattern, name in routes:
             match = pattern.fullmatch(resource)
             if verb == method and match:
                 try:

@@ -1,5 +1,6 @@
-"""Tuning quality: trials until a study comes within 5% of Hartmann6's minimum, the default
-algorithm (bayesian) against random search, on the same seeds in one run.
+"""Tuning quality: trials to within 5% of Hartmann6's minimum, bayesian (the default) vs random.
+
+Both algorithms, on the same seeds, in one run.
 
     .venv/bin/python bench/tuning_quality.py [--seeds 5] [--budget 80] [--random-budget 2000]
                                              [--parallel 4] [--slurm] [--wall-trials 16] [--wall-seconds 2]

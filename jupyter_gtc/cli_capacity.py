@@ -63,6 +63,10 @@ def _capacity(args) -> None:
                  f"{r.free} of {r.count}", r.status, "specific" if r.specific_only else "any"] for r in free]
         print(render([Column("NAME", "flex"), Column("MACHINE TYPE"), Column("ACCELERATORS", "drop"),
                       Column("FREE"), Column("STATUS"), Column("USED BY", "drop")], rows))
+        for r in free:  # a dense reservation's nodes for one tightly coupled job must be free in one block
+            if r.blocks:
+                print(f"  {r.name} (dense), free by block: "
+                      + ", ".join(f"{name} {left} of {count}" for name, left, count in r.blocks))
     else:
         print(f"  none ({len(reservations)} reservation(s) in the zone, none with a free node)")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import accelerators
@@ -36,6 +36,8 @@ class Reservation:
     in_use: int
     status: str
     specific_only: bool  # only instances that name it may use it
+    dense: bool = False  # deploymentType DENSE: its capacity is in blocks of close hosts
+    blocks: list[tuple[str, int, int]] = field(default_factory=list)  # (name, free, count) of a dense one
 
     @property
     def free(self) -> int:
@@ -64,18 +66,27 @@ class Capacity:
         self._reservations = compute_v1.ReservationsClient(**kwargs)
         self._machine_types = compute_v1.MachineTypesClient(**kwargs)
         self._accelerator_types = compute_v1.AcceleratorTypesClient(**kwargs)
+        self._blocks = compute_v1.ReservationBlocksClient(**kwargs)
         self._listed: dict[str, list[Any]] = {}  # a zone's types, read once per Capacity
 
     def reservations(self) -> list[Reservation]:
-        """The zone's reservations, with free nodes or not."""
+        """The zone's reservations, with free nodes or not; a dense one with its blocks (a job
+        that must sit on close hosts needs its nodes free in one block, not across them)."""
         found = []
         for r in self._call("list reservations", self._reservations.list, "compute.reservations.list"):
             specific = r.specific_reservation
             props = specific.instance_properties
-            found.append(Reservation(
+            reservation = Reservation(
                 r.name, props.machine_type.rsplit("/", 1)[-1],
                 [(a.accelerator_type.rsplit("/", 1)[-1], a.accelerator_count) for a in props.guest_accelerators],
-                int(specific.count), int(specific.in_use_count), r.status, bool(r.specific_reservation_required)))
+                int(specific.count), int(specific.in_use_count), r.status, bool(r.specific_reservation_required),
+                r.deployment_type == "DENSE")
+            if reservation.dense:
+                blocks = self._call(f"list blocks of reservation {r.name}", self._blocks.list,
+                                    "compute.reservationBlocks.list", reservation=r.name)
+                reservation.blocks = [(b.name, max(int(b.count) - int(b.in_use_count), 0), int(b.count))
+                                      for b in blocks]
+            found.append(reservation)
         return found
 
     def machine_types(self) -> dict[str, Any]:
@@ -127,12 +138,12 @@ class Capacity:
                                     f"RESERVATION), FLEX_START or SPOT")
         return problems
 
-    def _call(self, what: str, method: Any, permission: str) -> list[Any]:
+    def _call(self, what: str, method: Any, permission: str, **more: str) -> list[Any]:
         from google.api_core import exceptions
 
-        if what not in self._listed or what == "list reservations":  # reservations change; types do not
+        if what not in self._listed or "reservation" in what:  # reservations change; types do not
             try:
-                self._listed[what] = list(method(project=self.project, zone=self.zone))
+                self._listed[what] = list(method(project=self.project, zone=self.zone, **more))
             except exceptions.GoogleAPICallError as e:
                 raise _error(e, f"{what} of zone {self.zone}", self.project, permission) from None
         return self._listed[what]

@@ -15,7 +15,9 @@ that it can change while the endpoint runs)::
             "instanceProperties": {"machineType": "a3-highgpu-8g",
                 "guestAccelerators": [{"acceleratorType": "nvidia-h100-80gb", "acceleratorCount": 8}]}}}]}}}
 
-A reservation is served as written there (Compute's JSON). Who may call these routes is the
+A reservation is served as written there (Compute's JSON), less ``reservationBlocks``: a dense
+one's (``"deploymentType": "DENSE"``) blocks, each Compute's ``ReservationBlock`` JSON
+(``name``, ``count``, ``inUseCount``), served by the blocks route. Who may call these routes is the
 server's guard, as for every route."""
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import re
 from typing import Any
 
 from .. import api
-from ..exceptions import InvalidArgument
+from ..exceptions import GtcError, InvalidArgument
 from ..spec.machines import MACHINE_TYPES
 from ..vertex_clusters.accelerators import to_compute
 
@@ -33,11 +35,17 @@ _ZONE = r"v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[a-z]+-[a-z]+[0-9]+-[a-z
 # (method, path after /compute/, handler name): the server matches these under /compute/ only.
 COMPUTE_ROUTES = [
     ("GET", re.compile(_ZONE + r"/reservations"), "list_reservations"),
+    ("GET", re.compile(_ZONE + r"/reservations/(?P<reservation>[^/]+)/reservationBlocks"), "list_reservation_blocks"),
     ("GET", re.compile(_ZONE + r"/machineTypes"), "list_machine_types"),
     ("GET", re.compile(_ZONE + r"/acceleratorTypes"), "list_accelerator_types"),
 ]
 MAX_FIXTURE_BYTES = 1024 * 1024
 BASE = "https://www.googleapis.com/compute/v1"
+
+
+class ReservationNotFound(GtcError):
+    http_status = 404
+    google_status = "NOT_FOUND"
 
 
 def fixture_path():
@@ -74,12 +82,21 @@ class ComputeMethods:
         items = []
         for r in _zone_fixture(zone).get("reservations") or []:
             r = dict(r)
+            r.pop("reservationBlocks", None)
             r.setdefault("kind", "compute#reservation")
             r.setdefault("zone", f"{BASE}/projects/{project}/zones/{zone}")
             r.setdefault("selfLink", f"{r['zone']}/reservations/{r.get('name')}")
             items.append(r)
         return {"kind": "compute#reservationList", "id": f"projects/{project}/zones/{zone}/reservations",
                 "items": items}
+
+    def list_reservation_blocks(self, project: str, zone: str, reservation: str) -> dict[str, Any]:
+        found = [r for r in _zone_fixture(zone).get("reservations") or [] if r.get("name") == reservation]
+        if not found:
+            raise ReservationNotFound(f"The resource 'projects/{project}/zones/{zone}/reservations/{reservation}' "
+                                      f"was not found")
+        items = [dict(b, kind="compute#reservationBlock") for b in found[0].get("reservationBlocks") or []]
+        return {"kind": "compute#reservationBlocksListResponse", "items": items}
 
     def list_machine_types(self, project: str, zone: str) -> dict[str, Any]:
         items = []

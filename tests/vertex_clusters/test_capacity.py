@@ -29,8 +29,13 @@ H100_RESERVATION = {
         "guestAccelerators": [{"acceleratorType": "nvidia-h100-80gb", "acceleratorCount": 8}]}}}
 FULL_RESERVATION = {"name": "l4-full", "status": "READY", "specificReservation": {
     "count": "2", "inUseCount": "2", "instanceProperties": {"machineType": "g2-standard-8"}}}
+DENSE_RESERVATION = {
+    "name": "h200-dense", "status": "READY", "deploymentType": "DENSE",
+    "specificReservation": {"count": "36", "inUseCount": "20", "instanceProperties": {"machineType": "a3-ultragpu-8g"}},
+    "reservationBlocks": [{"name": "block-1", "count": "18", "inUseCount": "16"},
+                          {"name": "block-2", "count": "18", "inUseCount": "4"}]}
 COMPUTE_FIXTURE = {"zones": {
-    "us-central1-a": {"reservations": [H100_RESERVATION, FULL_RESERVATION]},
+    "us-central1-a": {"reservations": [H100_RESERVATION, FULL_RESERVATION, DENSE_RESERVATION]},
     # A zone without A3 High: a spec asking for it there must be told before a create.
     "us-central1-b": {"machineTypes": ["a3-megagpu-8g", "a3-ultragpu-8g", "n2-standard-8"]},
 }}
@@ -96,6 +101,7 @@ def test_capacity_prints_free_reservations_accelerators_and_the_cost_of_a_spec(e
     row = next(line for line in reservations.splitlines() if line.startswith("h100-res"))
     assert "a3-highgpu-8g" in row and "8 x nvidia-h100-80gb" in row and "3 of 4" in row, row  # 4 - 1, int64 strings
     assert "l4-full" not in reservations  # 2 of 2 in use: nothing free
+    assert "h200-dense (dense), free by block: block-1 2 of 18, block-2 14 of 18" in reservations
     accelerators = out.split("Accelerator types:")[1]
     assert any(line.split()[:2] == ["nvidia-h100-80gb", "NVIDIA_H100_80GB"] for line in accelerators.splitlines())
     # local-a3.yaml: 2 x a3-highgpu-8g and a n2-standard-8 login node, at the table's prices.

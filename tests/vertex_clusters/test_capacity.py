@@ -125,6 +125,18 @@ def test_a_machine_type_the_zone_lacks_is_named_with_the_zones_close_ones(endpoi
     assert "Machine type a3-highgpu-8g: not offered in us-central1-b; close ones there: a3-megagpu-8g" in done.stdout
 
 
+def test_a_stockout_prone_type_on_demand_without_free_reserved_nodes_is_named(endpoint, gtc, tmp_path):
+    spec = tmp_path / "mega.yaml"
+    spec.write_text(EXAMPLE.read_text().replace("zone: us-central1-a", "zone: us-central1-b")
+                    .replace("a3-highgpu-8g", "a3-megagpu-8g").replace("NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB"))
+    done = gtc("capacity", "--zone", "us-central1-b", "--api-endpoint", endpoint, "--spec", str(spec))
+    assert done.returncode == 1
+    assert ("problem: nodePools[0] (a3): a3-megagpu-8g on demand often meets a stockout (ZONE_RESOURCE_POOL_EXHAUSTED) "
+            "and the zone's reservations have 0 free node(s) of it for 2") in done.stdout, done.stdout
+    assert "pool a3: 2 x a3-megagpu-8g: no price in our table" in done.stdout
+    assert "(without a3-megagpu-8g)" in done.stdout  # the total says what it leaves out, never a guess
+
+
 def test_compute_and_vertex_accelerator_names_map_both_ways():
     from jupyter_gtc.vertex_clusters.accelerators import COMPUTE_TO_VERTEX, to_compute, to_vertex
 

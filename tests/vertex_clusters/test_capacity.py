@@ -11,6 +11,8 @@ from pathlib import Path
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +22,7 @@ import pytest
 import jupyter_gtc
 from jupyter_gtc import api
 from jupyter_gtc.spec.machines import MACHINE_TYPES
+from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
 
 EXAMPLE = Path(jupyter_gtc.__file__).parent / "examples" / "clusters" / "local-a3.yaml"
 H100_RESERVATION = {
@@ -41,6 +44,9 @@ COMPUTE_FIXTURE = {"zones": {
 }}
 
 
+TOKEN = "the-endpoints-token"
+
+
 @pytest.fixture(scope="module")
 def no_proxy():
     with pytest.MonkeyPatch.context() as env:
@@ -60,7 +66,7 @@ def endpoint(no_proxy):
     fixture = compute.fixture_path()
     with open(os.open(fixture, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         json.dump(COMPUTE_FIXTURE, f)
-    server = EndpointServer(("127.0.0.1", 0), Endpoint("unused"), "a-token", api.vertex_request_log())
+    server = EndpointServer(("127.0.0.1", 0), Endpoint("unused"), TOKEN, api.vertex_request_log())
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -135,6 +141,33 @@ def test_a_stockout_prone_type_on_demand_without_free_reserved_nodes_is_named(en
             "and the zone's reservations have 0 free node(s) of it for 2") in done.stdout, done.stdout
     assert "pool a3: 2 x a3-megagpu-8g: no price in our table" in done.stdout
     assert "(without a3-megagpu-8g)" in done.stdout  # the total says what it leaves out, never a guess
+
+
+# Another local user (run as gtc-test) reading the zone's reservations: refused without the
+# endpoint's token (403), with a wrong one (401); with it, served.
+AS_ANOTHER_USER = """
+import http.client, json, sys
+port, path, token = int(sys.argv[1]), sys.argv[2], sys.stdin.read()  # the token never in argv
+def get(headers):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", path, headers=headers)
+    r = c.getresponse()
+    return [r.status, json.loads(r.read() or b"{}")]
+print(json.dumps({"none": get({})[0], "wrong": get({"Authorization": "Bearer nope"})[0],
+                  "token": get({"Authorization": "Bearer " + token})}))
+"""
+
+
+def test_another_local_user_reads_the_compute_routes_only_with_the_token(endpoint, normal_user):
+    port = endpoint.rsplit(":", 1)[1]
+    path = "/compute/v1/projects/local-project/zones/us-central1-a/reservations"
+    ran = subprocess.run(["runuser", "-u", normal_user.name, "--", sys.executable, "-c", AS_ANOTHER_USER, port, path],
+                         input=TOKEN, env=normal_user.env(), capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    got = json.loads(ran.stdout)
+    assert (got["none"], got["wrong"]) == (403, 401), got
+    status, answer = got["token"]
+    assert status == 200 and [r["name"] for r in answer["items"]] == ["h100-res", "l4-full", "h200-dense"], got
 
 
 def test_compute_and_vertex_accelerator_names_map_both_ways():

@@ -5,10 +5,11 @@ GPUs. Other regions, Spot, FLEX_START, committed-use and reservation discounts, 
 networking and Vertex's own management fee are not in it: the estimate says so.
 
 Prices change; the table carries its date and its source, and a machine type without a price
-here is named in the estimate (never priced by a guess). The figures were written down on
-``AS_OF`` from the pages as last read, on a machine that could not reach them that day: check
-them against ``SOURCES`` before a budget rests on them. To renew the table: read the pages for
-us-central1, change the figures and ``AS_OF``.
+here is named in the estimate (never priced by a guess). UNVERIFIED: the figures were written
+on ``AS_OF`` on a machine that could not reach those pages, from what was known of them, not
+read from them (another page of 2026 puts an a3-highgpu-8g far lower): every estimate says so.
+Check them against ``SOURCES`` before a budget rests on them. To renew the table: read the
+pages for us-central1, change the figures and ``AS_OF``, and set ``VERIFIED``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ AS_OF = "2026-12-04"
 REGION = "us-central1"
 SOURCES = ("https://cloud.google.com/compute/vm-instance-pricing",
            "https://cloud.google.com/compute/gpus-pricing")
-WHAT = (f"on-demand list prices in {REGION} as of {AS_OF} (USD/hour; check {SOURCES[0]}); Spot, FLEX_START, "
+VERIFIED = False  # whether the figures below were read from SOURCES on AS_OF (module doc)
+WHAT = (f"on-demand list prices in {REGION} as of {AS_OF} (USD/hour; "
+        f"{'' if VERIFIED else 'NOT verified against the price page: '}check {SOURCES[0]}); Spot, FLEX_START, "
         f"committed-use and reservation prices differ, and disks, network and Vertex's fee are extra")
 
 # N2 and C2 are priced per vCPU and per GB of memory; a predefined type is the sum.

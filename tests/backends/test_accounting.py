@@ -201,3 +201,18 @@ def test_an_attached_cluster_learns_from_sacct_how_a_job_ended_after_slurmctld_f
         assert (job.state, job.exit_code) == ("FAILED", 4)
     finally:
         api.detach_cluster("acctd")
+
+
+def test_a_cancelled_job_reads_cancelled_through_sacct_as_submitit_asks(cluster):
+    """submitit learns a job's state from sacct alone (``sacct -o JobID,State,NodeList
+    --parsable2 -j ID``, submitit/slurm/slurm.py's SlurmInfoWatcher): without accounting every
+    state read UNKNOWN and a cancelled job's ``result()`` waited for ever (issue 24)."""
+    job = api.submit_job(NAME, "#!/bin/bash\nsleep 300\n", ["--job-name=acct-cancel"])
+    assert sleep_until(lambda: api.get_job(job.id, NAME).state == "RUNNING", timeout=120)
+    job.cancel()
+
+    def states() -> dict[str, str]:
+        out = slurm(NAME, "sacct", "-o", "JobID,State,NodeList", "--parsable2", "-j", job.id).stdout
+        return {line.split("|")[0]: line.split("|")[1] for line in out.splitlines()[1:] if line}
+
+    assert sleep_until(lambda: states().get(job.id, "").startswith("CANCELLED")), states()

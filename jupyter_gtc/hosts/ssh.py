@@ -96,6 +96,20 @@ class SSHHost(Host):
             self._stop_server()
         _process.run([*self._ssh, "-O", "exit", self.destination], check=False, timeout=10)
 
+    def forward(self, address: str, port: int, local_port: int) -> None:
+        """Forward 127.0.0.1:``local_port`` here to ``address:port`` as the login node reaches
+        it, over the shared connection (``ssh -O forward``: no new login, no process of its
+        own). Loopback only: another machine never reaches it. ``CommandError`` where the
+        port is taken meanwhile."""
+        self.stat("/")  # the shared connection is up (the file server's ssh is its master)
+        _process.run([*self._ssh, "-O", "forward", "-L", f"127.0.0.1:{local_port}:{address}:{port}",
+                      "--", self.destination], timeout=30)
+
+    def cancel_forward(self, address: str, port: int, local_port: int) -> None:
+        """Stop a ``forward``; one the connection no longer has (it dropped since) is fine."""
+        _process.run([*self._ssh, "-O", "cancel", "-L", f"127.0.0.1:{local_port}:{address}:{port}",
+                      "--", self.destination], check=False, timeout=30)
+
     # -- the remote server: every command and file operation is one request ----------------
     # (One at a time: a slow command holds up the file reads behind it; fine for sbatch and
     # squeue, to revisit if a cluster's squeue takes seconds.)

@@ -10,9 +10,10 @@ The registry records the deployment in the version's ``deployment`` column, with
 Nothing is half-made: a replica job that fails to submit or to start, or a row that cannot be
 written, undoes what was done before it.
 
-Limits of this increment: local clusters with the host network (a replica binds loopback, which
-only this machine reaches; a replica on another machine's node needs the node's address and a
-reachable port). Replicas scale between ``min_replicas`` and ``max_replicas`` (the rule: at
+Where replicas run: a local cluster with the host network (a replica binds loopback, which only
+this machine reaches), or an attached ``slurm`` cluster (``endpoint_sites.py``: a replica binds
+its node's addresses on a port it picks, and the front reaches it through the cluster's host, over
+SSH by a forwarded loopback port). Replicas scale between ``min_replicas`` and ``max_replicas`` (the rule: at
 ``SCALE_UP_LOAD``); a replica whose job ends after it served is replaced. A user's own server binds where it chooses: give it
 ``GTC_SERVING_HOST`` as its address (Vertex's containers bind 0.0.0.0, which another user of
 this machine could reach; ours binds loopback and asks for the token).
@@ -38,6 +39,8 @@ from ..registry.rules import ModelRef
 from ..serving import contract
 from ..serving.front import MAX_OUTSTANDING, Front, Replica
 from ..state.models import ModelTables, ModelVersionRecord
+from . import endpoint_sites
+from ..backends import get_backend
 
 # Scaling between min_replicas and max_replicas. Vertex scales on 60% utilisation; here a replica's
 # utilisation is its outstanding requests over the most it holds (front.MAX_OUTSTANDING): a replica
@@ -130,6 +133,7 @@ class EndpointService:
         self._local = threading.local()  # each thread's kept-alive connections to fronts
         self._feeds: dict[str, Any] = {}  # endpoint -> its EndpointMetrics in this process
         self._feeds_lock = threading.Lock()
+        self._sites: dict[str, endpoint_sites.RemoteSite] = {}  # endpoint -> where its replicas run, if remote
         self.plotter = None  # how ep.plot() draws: the widgets', given through api (services import none)
 
     # -- reading --------------------------------------------------------------------------
@@ -182,18 +186,23 @@ class EndpointService:
             raise SpecError("model", f"{record.model}@{record.version}", f"it is deployed already as endpoint "
                                                                          f"{record.deployment['endpoint']}; "
                                                                          f"undeploy it first")
-        self._check_cluster(cluster)
+        remote = self._check_cluster(cluster)
         endpoint_id = str(secrets.randbelow(9 * 10 ** 17) + 10 ** 17)  # Vertex's ids are numbers
         deployed_model_id = str(secrets.randbelow(9 * 10 ** 17) + 10 ** 17)
         folder = _private_dir(self.home / "endpoints", endpoint_id)
         jobs: list = []
         front: Front | None = None
+        site = None
         try:
             token = secrets.token_urlsafe(32)
-            token_file = _private_file(folder / "replica.token", token)
+            if remote:
+                site = self._open_site(cluster, endpoint_id, record.artifact_uri)
+                token_file = site.write("replica.token", token)
+            else:
+                token_file = str(_private_file(folder / "replica.token", token))
             health, predict = contract.routes(endpoint_id, deployed_model_id)
             launch = _Launch(cluster, folder, record.artifact_uri, record.model, endpoint_id, deployed_model_id,
-                             command, list(options or []), token_file)
+                             command, list(options or []), token_file, site)
             replicas = []
             for _ in range(min_replicas):
                 job, replica = self._start_replica(launch)
@@ -206,16 +215,21 @@ class EndpointService:
             host, port = front.address
             deployment = {"endpoint": endpoint_id, "deployed_model_id": deployed_model_id, "cluster": cluster,
                           "min_replicas": min_replicas, "max_replicas": max_replicas, "command": command,
-                          "replicas": [{"job": r.job, "host": r.host, "port": r.port} for r in replicas],
+                          "replicas": _replica_rows(replicas, site),
+                          "site_folder": str(site.folder) if site else None,
                           "front": {"host": host, "port": port, "pid": os.getpid()}, "folder": str(folder),
                           "deployed_at": time.time(), "deployed_by": _user()}
             self.tables.set_deployment(ref, deployment, _user())
+            if site is not None:
+                self._sites[endpoint_id] = site
             self.fronts[endpoint_id] = front.start()
         except BaseException:
             if front is not None:
                 front.server_close()
             self._end_jobs(jobs)
             shutil.rmtree(folder, ignore_errors=True)
+            if site is not None:
+                site.remove()
             raise
         endpoint = Endpoint(self, endpoint_id)
         if wait:
@@ -230,21 +244,37 @@ class EndpointService:
         """One replica's job: its spec file (0600: the contract's variables, the command), then sbatch."""
         index = launch.started
         launch.started += 1
-        port = free_ports(1, "127.0.0.1")[0]
+        site = launch.site
+        port = free_ports(1, "127.0.0.1")[0] if site is None else 0  # 0: the replica picks one on its node
         env = contract.container_env(port=port, storage_uri=launch.storage_uri, endpoint_id=launch.endpoint_id,
                                      deployed_model_id=launch.deployed_model_id, model_name=launch.model,
-                                     bind="127.0.0.1", token_file=str(launch.token_file))
-        spec = _private_file(launch.folder / f"replica-{index}.json", json.dumps({"command": launch.command,
-                                                                                  "env": env}))
+                                     bind="127.0.0.1" if site is None else "0.0.0.0", token_file=launch.token_file)
+        if site is None:
+            spec = str(_private_file(launch.folder / f"replica-{index}.json",
+                                     json.dumps({"command": launch.command, "env": env})))
+        else:
+            spec = site.write(f"replica-{index}.json", json.dumps({
+                "command": launch.command, "env": env, "address_file": str(site.folder / f"replica-{index}.address")}))
         job = self.jobs.submit(launch.cluster, REPLICA_SCRIPT, [f"--job-name=serve-{launch.model}", "--nodes=1",
                                                                 "--ntasks=1", *launch.options],
-                               script_args=[str(spec)], submit_dir=str(launch.folder))
-        return job, Replica(job.id, "127.0.0.1", port)
+                               script_args=[spec], submit_dir=str(launch.folder if site is None else site.folder))
+        if site is None:
+            return job, Replica(job.id, "127.0.0.1", port)
+        return job, Replica(job.id, "", 0, locate=lambda: site.locate(job.id, index))
+
+    def _open_site(self, cluster: str, endpoint_id: str, artifact_uri: str) -> endpoint_sites.RemoteSite:
+        record = self.jobs.store.get_cluster(cluster)
+        backend = get_backend(record.backend, self.clusters.home)
+        return endpoint_sites.RemoteSite.open(backend.host(record.runtime), backend.commands(record.runtime),
+                                              backend.jobs_root(cluster, record.runtime), endpoint_id, artifact_uri,
+                                              cluster)
 
     def _maintain(self, front: Front, launch: "_Launch", ref: ModelRef, low: int, high: int) -> None:
         """On the front's health thread, every 2 s: replace dead replicas, then scale (the rule:
         ``SCALE_UP_LOAD``, ``SCALE_DOWN_IDLE``)."""
         self._replace_dead(front, launch, ref)
+        if launch.site is not None and launch.recorded != launch.site.forwards:  # a replica found: its forward
+            self._record_replicas(front, launch, ref)
         load = front.load()  # requests outstanding per replica now
         launch.loads = (launch.loads + [load])[-SCALE_UP_CHECKS:]
         now = time.monotonic()
@@ -267,10 +297,13 @@ class EndpointService:
                 launch.scaled_at = now
                 self._record_replicas(front, launch, ref)
                 self._end_jobs([self.jobs.get(gone.job, launch.cluster)])
+                if launch.site is not None:
+                    launch.site.release(gone.job)
 
     def _record_replicas(self, front: Front, launch: "_Launch", ref: ModelRef) -> None:
-        self.tables.update_deployment(ref, launch.endpoint_id, {"replicas": [
-            {"job": r.job, "host": r.host, "port": r.port} for r in front.replicas]})
+        if launch.site is not None:
+            launch.recorded = dict(launch.site.forwards)
+        self.tables.update_deployment(ref, launch.endpoint_id, {"replicas": _replica_rows(front.replicas, launch.site)})
 
     def _replace_dead(self, front: Front, launch: "_Launch", ref: ModelRef) -> None:
         """On the front's health thread, every 2 s: a replica whose job ended after it had served
@@ -286,16 +319,22 @@ class EndpointService:
                 self._end_jobs([job])
                 return
             front.replace(replica, new)
+            if launch.site is not None:
+                launch.site.release(replica.job)
             self._record_replicas(front, launch, ref)
 
-    def _check_cluster(self, cluster: str) -> None:
+    def _check_cluster(self, cluster: str) -> bool:
+        """Whether ``cluster``'s replicas run on another machine (an attached cluster's nodes)."""
         found = self.clusters.get(cluster, with_status=False)  # ClusterNotFound names the known ones
+        if found.backend == "slurm":
+            return True
         network = getattr(getattr(found.spec, "local", None), "network", None)
         if found.backend != "local" or network != "host":
-            raise SpecError("cluster", cluster, f"this first serving increment deploys to local clusters with the "
-                                                f"host network (a replica binds loopback); {cluster} is a "
+            raise SpecError("cluster", cluster, f"serving deploys to attached slurm clusters and to local clusters "
+                                                f"with the host network (a replica binds loopback); {cluster} is a "
                                                 f"{found.backend} cluster" + (f" with network {network}"
                                                                              if network else ""))
+        return False
 
     def _wait_ready(self, endpoint_id: str, jobs: list, timeout: float) -> None:
         front = self.fronts[endpoint_id]
@@ -404,10 +443,32 @@ class EndpointService:
             except GtcError:
                 pass  # the cluster or the job is gone already
         self._end_jobs(jobs)
+        self._release_site(endpoint_id, deployment)
         self.tables.set_deployment(ModelRef(record.model, version=record.version), None, _user())
         folder = Path(deployment["folder"])
         for path in folder.glob("replica*"):  # the token and specs; requests.jsonl stays, for its history
             path.unlink(missing_ok=True)
+
+    def _release_site(self, endpoint_id: str, deployment: dict[str, Any]) -> None:
+        """An attached cluster's: the forwards (this process's, and those the row says another
+        process made) and the endpoint's folder there."""
+        site = self._sites.pop(endpoint_id, None)
+        if site is None and not deployment.get("site_folder"):
+            return
+        try:
+            record = self.jobs.store.get_cluster(deployment["cluster"])
+            host = get_backend(record.backend, self.clusters.home).host(record.runtime)
+        except GtcError:
+            return  # the cluster is gone: so are its forwards' other ends
+        forwards = {f["local"]: f for f in [*(r.get("forward") for r in deployment["replicas"]),
+                                             *(site.forwards.values() if site else ())] if f}
+        for forward in forwards.values():
+            endpoint_sites.cancel(host, forward)
+        if deployment.get("site_folder"):
+            try:
+                host.remove_tree(deployment["site_folder"])
+            except GtcError:
+                pass
 
     def _end_jobs(self, jobs: list) -> None:
         for job in jobs:
@@ -435,11 +496,19 @@ class _Launch:
     deployed_model_id: str
     command: list[str] | None
     options: list[str]
-    token_file: Path
+    token_file: str
+    site: Any = None  # endpoint_sites.RemoteSite where the replicas run on another machine
+    recorded: dict = field(default_factory=dict)  # the site's forwards as the row last recorded them
     started: int = 0
     loads: list = field(default_factory=list)  # outstanding requests per replica at the last checks
     busy_at: float = field(default_factory=time.monotonic)  # when a request was last outstanding
     scaled_at: float = field(default_factory=time.monotonic)  # when a replica was last removed
+
+
+def _replica_rows(replicas: list[Replica], site) -> list[dict[str, Any]]:
+    forwards = site.forwards if site is not None else {}
+    return [{"job": r.job, "host": r.host, "port": r.port, **({"forward": forwards[r.job]} if r.job in forwards
+                                                               else {})} for r in replicas]
 
 
 def _check_replicas(low: object, high: object) -> None:

@@ -50,6 +50,9 @@ class Replica:
     served: int = 0
     last_error: str | None = field(default=None)
     was_healthy: bool = False  # answered its health check once: a job that ends after is replaced
+    # Where it listens, for one on another machine's node (port 0 until then): asked on each health
+    # check until it answers (host, port), as the front reaches it.
+    locate: Callable[[], tuple[str, int] | None] | None = field(default=None, repr=False)
     # Idle kept-alive connections to the replica: a new TCP connection (and a server thread) per
     # request cost more than the tiny model's generation.
     _idle: list = field(default_factory=list, repr=False)
@@ -202,6 +205,15 @@ class Front(GuardedServer):
                     print(f"endpoint {self.endpoint_id}: replacing a replica failed: {e}", flush=True)
 
     def _healthy(self, replica: Replica) -> tuple[bool, str | None]:
+        if replica.port == 0 and replica.locate is not None:
+            try:
+                found = replica.locate()
+            except Exception as e:  # the cluster's host did not answer: the next check asks again
+                return False, f"finding where it listens: {type(e).__name__}: {e}"
+            if found is None:
+                return False, "starting: its job has not said where it listens yet"
+            with self._lock:
+                replica.host, replica.port = found
         connection = http.client.HTTPConnection(replica.host, replica.port, timeout=HEALTH_TIMEOUT)
         try:
             connection.request("GET", self.health_route, headers=self._replica_headers())

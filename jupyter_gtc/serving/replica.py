@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 
 from .. import _process
@@ -33,7 +34,27 @@ def main(argv: list[str]) -> None:
     with open(argv[0]) as f:
         spec = json.load(f)
     command = spec.get("command") or [sys.executable, "-m", "jupyter_gtc.serving.lm_server"]
-    _process.replace_with(command, clean_env(dict(os.environ), spec["env"]))
+    env = dict(spec["env"])
+    if spec.get("address_file"):
+        env["AIP_HTTP_PORT"] = str(_report_address(spec["address_file"]))
+    _process.replace_with(command, clean_env(dict(os.environ), env))
+
+
+def _report_address(path: str) -> int:
+    """On another machine's node (an attached cluster): a port free on this node, written with
+    the node's name to ``path`` (whole: written aside, then renamed) for the deploying process
+    to find. Another program may take the port before the server binds it: the health checks
+    then fail, and deploy() says why from the job's log."""
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        port = s.getsockname()[1]
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    partial = f"{path}.partial"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"node": node, "port": port}, f)
+    os.replace(partial, path)
+    return port
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""Serving on an attached ``slurm`` cluster reached over SSH (issue 27: "works on local and slurm
+clusters"): the tiny Llama deployed as a job of test_slurm_attach.py's cluster, whose nodes are
+machines of their own (network namespaces) behind a real sshd login node. The replica binds its
+node's address; the front reaches it through a loopback port forwarded over the login node's
+shared SSH connection; an undeploy ends the job and the forward."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from jupyter_gtc import api
+from jupyter_gtc._ports import listening
+from jupyter_gtc.exceptions import SpecError
+from tests.backends.test_slurm_attach import SHARED, _attach_over_login, cluster_behind_login  # noqa: F401
+from tests.serving.tiny_model import generate_here, save_tiny_llama
+
+pytestmark = pytest.mark.usefixtures("slurm_available")
+PROMPTS = ["The try statement", "A function definition"]
+
+
+@pytest.fixture(scope="module")
+def attached(cluster_behind_login):
+    cluster, login = cluster_behind_login
+    _attach_over_login(cluster, login, "servefar")
+    yield cluster, login
+    api.detach_cluster("servefar")
+
+
+def test_the_tiny_llama_deployed_on_an_attached_cluster_answers_through_a_forward_and_undeploys(
+        attached, tmp_path, monkeypatch):
+    from jupyter_gtc.backends.storage import folder
+
+    cluster, login = attached
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    # The model where the cluster's nodes read it (its filestore at /cluster/scratch), and at the same
+    # path here, as a shared file system gives both: the registry checks the folder where it is named.
+    name = f"models-{uuid.uuid4().hex[:8]}/tiny"
+    here = save_tiny_llama(Path(SHARED) / name)
+    there = folder(Path(cluster.runtime["dir"]), "projects/p/locations/z/instances/scratch") / name
+    shutil.copytree(here, there)
+    try:
+        api.register_model(artifact_uri=str(here), model="llama-far")
+        ep = api.deploy_model("llama-far", "servefar", min_replicas=1)
+
+        expected = generate_here(here, PROMPTS, 8)
+        assert [p["text"] for p in ep.predict([{"prompt": p, "max_tokens": 8} for p in PROMPTS])] == expected
+
+        # The replica listens on its node, not here; the front reaches it through a loopback port
+        # forwarded over the login node's connection, which the row records.
+        replica = ep.deployment["replicas"][0]
+        forward = replica["forward"]
+        nodes = {n.name: n.address for n in api.get_cluster("servefar").status.nodes}
+        assert forward["node"] in nodes and forward["address"] == nodes[forward["node"]] != "127.0.0.1"
+        assert (replica["host"], replica["port"]) == ("127.0.0.1", forward["local"])
+        assert listening(forward["local"])
+        job = api.get_job(replica["job"], "servefar")
+        assert job.state == "RUNNING"
+
+        ep.undeploy()
+        assert api.get_job(replica["job"], "servefar").finished
+        assert not listening(forward["local"])  # the forward is gone
+        assert api.list_endpoints() == []
+        api.delete_model("llama-far")
+    finally:
+        shutil.rmtree(Path(SHARED) / name.split("/")[0], ignore_errors=True)
+        shutil.rmtree(there.parent, ignore_errors=True)
+
+
+def test_a_model_folder_the_attached_cluster_lacks_is_refused_naming_it_and_nothing_runs(attached):
+    # Here only: /cluster/scratch is the filestore on the login node, an empty folder of ours here.
+    local_only = save_tiny_llama(Path(SHARED) / f"here-{uuid.uuid4().hex[:8]}" / "tiny")
+    try:
+        api.register_model(artifact_uri=str(local_only), model="llama-here")
+        before = [j.id for j in api.list_jobs("servefar")]
+        with pytest.raises(SpecError) as refused:
+            api.deploy_model("llama-here", "servefar")
+        assert "artifact_uri" in str(refused.value) and str(local_only) in str(refused.value)
+        assert [j.id for j in api.list_jobs("servefar")] == before
+        assert api.list_endpoints() == []
+        assert api.get_model("llama-here").deployment is None
+        api.delete_model("llama-here")
+    finally:
+        shutil.rmtree(local_only.parent, ignore_errors=True)

@@ -151,7 +151,7 @@ class ClusterService:
             return self.create(spec, backend, progress)
         record = self.store.get_cluster(spec.name)
         if (record.backend != backend and isinstance(spec, ClusterSpec)
-                and get_backend(record.backend, self.home).attaches):
+                and get_backend(record.backend, self.home, record.spec).attaches):
             cluster = self.get(spec.name)
             _check_fits(cluster, spec)
             progress(f"cluster {spec.name} is attached ({record.backend}): used as it is")
@@ -159,7 +159,7 @@ class ClusterService:
         if record.backend != backend:
             raise SpecError("backend", backend, f"cluster {spec.name} exists with backend {record.backend}; "
                                                 f"delete (or detach) it first, or give another name")
-        impl = get_backend(backend, self.home)
+        impl = get_backend(backend, self.home, spec)  # vertex: a target attaches, a training cluster not
         if impl.attaches:  # nothing of an attached cluster changes in place
             different = spec_differences(impl.parse_spec(record.spec).to_json(), spec.to_json())
             if different:
@@ -232,7 +232,7 @@ class ClusterService:
 
     def _claim_scale(self, name: str, pool: str, nodes: int) -> ScaleClaim:
         record = self.store.get_cluster(name)
-        impl = get_backend(record.backend, self.home)
+        impl = get_backend(record.backend, self.home, record.spec)  # vertex: a training cluster scales
         if impl.attaches:
             raise GtcError(f"cluster {name} is attached (backend {record.backend}): jupyter_gtc never resizes a "
                            f"cluster it did not create; its admins do")

@@ -63,15 +63,20 @@ class TrainingClusters:
                timeout: float = OPERATION_TIMEOUT_S) -> dict[str, Any]:
         """Create ``cluster_id`` from ``body`` (a ``ModelDevelopmentCluster``, as the spec's
         ``to_vertex()``), wait for its operation, and return the cluster as it is then."""
+        operation = self.begin_create(cluster_id, body)
+        progress(f"creating training cluster {cluster_id} in {self.parent}")
+        self.wait(operation, f"create training cluster {cluster_id}", progress, timeout,
+                  request_context(body, cluster_id))
+        return self.get(cluster_id)
+
+    def begin_create(self, cluster_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The create's request alone: its operation, once Google accepted it (from then on the
+        id is taken by this cluster: a failed create keeps it until deleted)."""
         if _slurm_spec(body) is not None:
             check_cluster_id(cluster_id, "modelDevelopmentClusterId")  # Google's rule, refused before any call
-        what = f"create training cluster {cluster_id}"
-        context = _context(body, cluster_id)
-        operation = self._call("POST", f"v1beta1/{self.parent}/modelDevelopmentClusters", what, context,
-                               params={"modelDevelopmentClusterId": cluster_id}, body=body)
-        progress(f"creating training cluster {cluster_id} in {self.parent}")
-        self.wait(operation, what, progress, timeout, context)
-        return self.get(cluster_id)
+        return self._call("POST", f"v1beta1/{self.parent}/modelDevelopmentClusters",
+                          f"create training cluster {cluster_id}", request_context(body, cluster_id),
+                          params={"modelDevelopmentClusterId": cluster_id}, body=body)
 
     def get(self, cluster_id: str) -> dict[str, Any]:
         return self._call("GET", f"v1beta1/{self.name(cluster_id)}", f"get training cluster {cluster_id}",
@@ -98,7 +103,7 @@ class TrainingClusters:
             raise GtcError("updateMask: empty; name the fields to change (node_pools, "
                            "orchestrator_spec.slurm_spec.partitions, ...)")
         what = f"update training cluster {cluster_id} ({', '.join(update_mask)})"
-        context = _context(body, cluster_id)
+        context = request_context(body, cluster_id)
         operation = self._call("PATCH", f"v1beta1/{self.name(cluster_id)}", what, context,
                                params={"updateMask": ",".join(update_mask)}, body=body)
         self.wait(operation, what, progress, timeout, context)
@@ -190,7 +195,7 @@ def _slurm_spec(body: dict[str, Any]) -> Any:
     return _field(orchestrator, "slurmSpec", "slurm_spec") if isinstance(orchestrator, dict) else None
 
 
-def _context(body: dict[str, Any], cluster_id: str) -> dict[str, Any]:
+def request_context(body: dict[str, Any], cluster_id: str) -> dict[str, Any]:
     """The zones and machine types a request asks for: what a stockout's message names."""
     pools = [p for p in _field(body, "nodePools", "node_pools") or [] if isinstance(p, dict)]
     machines = [_field(_field(p, "machineSpec", "machine_spec") or {}, "machineType", "machine_type") for p in pools]

@@ -1,0 +1,318 @@
+"""``--backend vertex`` given a cluster spec (node pools): a Vertex AI training cluster
+(``modelDevelopmentClusters``) that jupyter_gtc creates, scales and deletes, beside the
+``vertex`` backend's targets (``vertex.py``: jobs as CustomJobs), which only attach.
+
+- ``create`` sends the spec as validated (``to_vertex()``: our spec's JSON in Vertex's
+  camelCase) and waits on the operation, each ``progressMessage`` a progress line; the id is
+  kept in ``runtime`` only once Google accepted the create, so a rollback deletes our cluster
+  and never someone else's of that name (``ALREADY_EXISTS``).
+- ``status`` is a ``get``: ``clusterStatus.state``/``detail`` in the details, each of
+  ``nodesStatus`` a node (Vertex's node state as it says it: Slurm's is reached through the
+  Slurm Job API, which comes next).
+- ``scale`` is a patch of ``node_pools``; ``delete`` deletes it (gone already: nothing to do).
+- Project, region and API come from ``gtc config`` (``vertex.*``), the environment and gcloud's
+  configuration, as a target's do, without a staging bucket (jobs do not go through one).
+  ``vertex.api_endpoint`` is Google's by default, ``http://127.0.0.1:PORT`` for a local Vertex
+  endpoint of another GTC_HOME, or ``local[:PORT]`` for this one's. An operation is polled
+  from every 5 s (``GTC_VERTEX_POLL_S``: tests against the local endpoint poll faster) up to 30 s.
+
+Jobs on such a cluster are not wired yet: a submit is refused, saying so, before anything is
+made. ``VertexBackends`` routes each call of the ``vertex`` backend to one of the two, by the
+spec it is given (node pools or not) or the runtime a create left.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..exceptions import ActionNotSupported, CloudApiError, GtcError, SpecError
+from ..slurm.parse import NodeStatus
+from ..spec import machines
+from ..spec.cluster import ClusterSpec
+from ..spec.vertex_cluster import is_training_cluster
+from .base import Backend, ClusterStatus, JobLaunch, Progress
+
+JOBS_COME_NEXT = ("jobs on Vertex AI training clusters come next (through the cluster's Slurm Job API, or over SSH "
+                  "to its login node); for now submit to a local or attached cluster, or to a Vertex target "
+                  "(CustomJobs)")
+_KIND = "training_cluster"  # runtime["kind"]: what routes a runtime-only call to this backend
+
+
+class VertexTrainingBackend(Backend):
+    name = "vertex"
+    attaches = False  # created, scaled and deleted by us
+
+    def problems(self) -> list[str]:
+        import importlib.util
+
+        if importlib.util.find_spec("google.auth") is None or importlib.util.find_spec("requests") is None:
+            return ["Vertex AI training clusters need google-auth and requests (jupyter_gtc's cloud extra): "
+                    "pip install 'google-cloud-aiplatform>=2.7,<3'"]
+        return []
+
+    def parse_spec(self, data: Any, display_name: str | None = None) -> ClusterSpec:
+        from ..spec.vertex_cluster import parse_training_cluster
+
+        return parse_training_cluster(data, display_name)
+
+    def check_spec(self, spec: ClusterSpec) -> None:
+        if not isinstance(spec, ClusterSpec):
+            raise SpecError("spec", type(spec).__name__, "a cluster spec with node pools (a training cluster)")
+        self.parse_spec(spec)  # the id rule, for a spec parsed by another backend
+        resolve(self.home)  # a project or region set nowhere is refused before anything is recorded
+
+    # -- the cluster's life ----------------------------------------------------------------
+
+    def create(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        runtime.update(resolve(self.home), kind=_KIND)
+        client = _client(runtime, self.home)
+        operation = client.begin_create(spec.name, spec.to_vertex())
+        runtime["cluster_id"] = spec.name  # ours from here on: a rollback deletes it
+        progress(f"creating training cluster {spec.name} in {client.parent}")
+        client.wait(operation, f"create training cluster {spec.name}", progress,
+                    context=request_context(spec.to_vertex(), spec.name))  # a stockout's message names zones
+        progress(f"training cluster {spec.name} is {_state(client.get(spec.name))}")
+
+    def status(self, spec: ClusterSpec, runtime: dict[str, Any]) -> ClusterStatus:
+        details = {k: runtime.get(k) for k in ("project", "region", "api_endpoint") if runtime.get(k)}
+        try:
+            cluster = _client(runtime, self.home).get(runtime["cluster_id"])
+        except (CloudApiError, GtcError) as e:
+            return ClusterStatus(False, [], details, str(e))
+        state = cluster.get("clusterStatus") or {}
+        details |= {"vertex_state": state.get("state"), "vertex_name": cluster.get("name")}
+        if state.get("detail"):
+            details["vertex_detail"] = state["detail"]
+        error = state.get("error")
+        problem = (error.get("message") if isinstance(error, dict) else str(error)) if error else None
+        return ClusterStatus(True, _nodes(spec, state.get("nodesStatus") or []), details, problem)
+
+    def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        client = _client(runtime, self.home)
+        for pool in new.node_pools:
+            if pool.node_count != old.pool(pool.id).node_count:
+                client.scale(runtime["cluster_id"], pool.id, pool.node_count, progress)
+
+    def delete(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        """Delete the training cluster, if it was ours (its create accepted). Idempotent."""
+        cluster_id = runtime.get("cluster_id")
+        if not cluster_id:
+            return
+        try:
+            _client(runtime, self.home).delete(cluster_id, progress)
+        except CloudApiError as e:
+            if e.status != "NOT_FOUND":
+                raise
+        progress(f"deleted training cluster {cluster_id}")
+
+    # -- jobs: not yet ---------------------------------------------------------------------
+
+    def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
+        return {}
+
+    def commands(self, runtime: dict[str, Any]) -> "NoJobsYet":
+        return NoJobsYet()
+
+    def job_launch(self, spec: Any, runtime: dict[str, Any], script: str, variables: dict[str, str],
+                   python_env: Any) -> JobLaunch:
+        raise GtcError(f"cluster {spec.name}: {JOBS_COME_NEXT}")
+
+    def min_poll_interval(self, runtime: dict[str, Any]) -> float:
+        return 5.0  # a get per poll counts against Vertex's per-minute read quota
+
+
+class NoJobsYet:
+    """``SlurmCommands``' surface for a training cluster until its Slurm Job API is wired: no
+    jobs of ours are on it, and a submit says what comes next."""
+
+    def submit(self, *args: Any, **kwargs: Any) -> str:
+        raise GtcError(JOBS_COME_NEXT)
+
+    def queue(self) -> list:
+        return []
+
+    def finished_jobs(self, offset: int = 0, unseen: list[str] | None = None) -> tuple[list, int]:
+        return [], offset
+
+    def nodes(self) -> list:
+        return []
+
+    def cancel(self, job_ids: list[str]) -> None:
+        raise ActionNotSupported("vertex", "cancel", ",".join(job_ids), JOBS_COME_NEXT)
+
+    def requeue(self, job_id: str) -> None:
+        raise ActionNotSupported("vertex", "requeue", job_id, JOBS_COME_NEXT)
+
+    def hold(self, job_id: str) -> None:
+        raise ActionNotSupported("vertex", "hold", job_id, JOBS_COME_NEXT)
+
+    def release(self, job_id: str) -> None:
+        raise ActionNotSupported("vertex", "release", job_id, JOBS_COME_NEXT)
+
+
+def resolve(home) -> dict[str, Any]:
+    """Project, region and API of training clusters: ``gtc config``, the environment, gcloud's
+    configuration (first found wins), as a Vertex target's; no staging bucket."""
+    from ..exceptions import SettingMissing
+    from ..spec.vertex_target import local_port
+    from ..state import config
+    from . import vertex_client
+
+    settings = config.load(home)
+    gcloud = vertex_client._gcloud_properties()
+    endpoint = settings.get("vertex.api_endpoint")
+    local = local_port(endpoint) is not False or (endpoint or "").startswith("http://")
+
+    def first(key: str, *more: str | None) -> str:
+        found = next((v for v in (settings.get(f"vertex.{key}"), *more) if v), None)
+        if found is None and local:
+            return vertex_client.LOCAL_DEFAULTS[key]
+        if found is None:
+            raise SettingMissing(f"vertex.{key}", vertex_client.HOW[key].replace(", or give " + key + " in the "
+                                                                                  "Vertex target", ""))
+        return found
+
+    resolved = {
+        "project": first("project", os.environ.get("GOOGLE_CLOUD_PROJECT"), os.environ.get("CLOUDSDK_CORE_PROJECT"),
+                         gcloud.get(("core", "project"))),
+        "region": first("region", os.environ.get("CLOUD_ML_REGION"), os.environ.get("CLOUDSDK_AI_REGION"),
+                        gcloud.get(("ai", "region")), os.environ.get("CLOUDSDK_COMPUTE_REGION"),
+                        gcloud.get(("compute", "region"))),
+    }
+    for key, pattern, valid in (("project", config.PROJECT_RE, config.VALID_PROJECT),
+                                ("region", config.REGION_RE, config.VALID_REGION)):
+        if not pattern.fullmatch(resolved[key]):
+            raise SpecError(f"vertex.{key}", resolved[key], f"{valid} (found where it was set: gtc config, the "
+                                                            f"environment or gcloud's configuration)")
+    return resolved | ({"api_endpoint": endpoint} if endpoint else {})
+
+
+def request_context(body: dict[str, Any], cluster_id: str) -> dict[str, Any]:
+    from ..vertex_clusters.client import request_context
+
+    return request_context(body, cluster_id)
+
+
+def _client(runtime: dict[str, Any], home):
+    from ..spec.vertex_target import local_port
+    from ..vertex_clusters.client import TrainingClusters
+    from . import vertex_client
+
+    endpoint = runtime.get("api_endpoint")
+    if local_port(endpoint) is not False:  # this GTC_HOME's local endpoint, found by its record
+        endpoint = vertex_client.local_endpoint(runtime, home).api_endpoint
+    return TrainingClusters(runtime["project"], runtime["region"], api_endpoint=endpoint,
+                            poll_s=float(os.environ.get("GTC_VERTEX_POLL_S", "5")))
+
+
+def _state(cluster: dict[str, Any]) -> str:
+    return (cluster.get("clusterStatus") or {}).get("state") or "in an unknown state"
+
+
+def _nodes(spec: ClusterSpec, statuses: list[dict[str, Any]]) -> list[NodeStatus]:
+    """``nodesStatus`` as our nodes: the instance's name, Vertex's node state, the partitions and
+    GPUs of its pool (from the spec: pools may come back in another order)."""
+    pools = {p.id: p for p in spec.node_pools}
+    out = []
+    for node in statuses:
+        pool_id = node.get("nodePoolId") or ""
+        pool = pools.get(pool_id)
+        machine = machines.lookup(pool.machine_spec.machine_type) if pool else None
+        parts = tuple(p.id for p in spec.slurm.partitions if pool_id in p.node_pool_ids)
+        gpus = machine.gpu_count if machine else 0
+        out.append(NodeStatus(node.get("instanceName") or "", node.get("nodeState") or "UNKNOWN", (), None, parts,
+                              0, 0, 0, 0, gpus, 0,
+                              extra={"pool": pool_id, "physical_host": node.get("physicalHost") or ""}))
+    return out
+
+
+class VertexBackends(Backend):
+    """The ``vertex`` backend: each call goes to the training-cluster backend (a spec with node
+    pools, or a runtime its create left) or to the Vertex target's (``vertex.py``)."""
+
+    name = "vertex"
+    attaches = True  # a target's; services ask ``get_backend(..., spec)`` where it matters
+
+    def __init__(self, home):
+        super().__init__(home)
+        from .vertex import VertexBackend
+
+        self.target, self.training = VertexBackend(home), VertexTrainingBackend(home)
+
+    def _by_spec(self, spec: Any) -> Backend:
+        return self.training if isinstance(spec, ClusterSpec) or (
+            isinstance(spec, dict) and is_training_cluster(spec)) else self.target
+
+    def _by_runtime(self, runtime: dict[str, Any]) -> Backend:
+        return self.training if runtime.get("kind") == _KIND else self.target
+
+    def problems(self) -> list[str]:
+        return self.target.problems()
+
+    def parse_spec(self, data: Any, display_name: str | None = None) -> Any:
+        return self.target.parse_spec(data, display_name)  # it tells the two apart already
+
+    def check_spec(self, spec: Any) -> None:
+        self._by_spec(spec).check_spec(spec)
+
+    def not_applied(self, spec: Any):
+        return self._by_spec(spec).not_applied(spec)
+
+    def create(self, spec: Any, runtime: dict[str, Any], progress: Progress) -> None:
+        self._by_spec(spec).create(spec, runtime, progress)
+
+    def status(self, spec: Any, runtime: dict[str, Any]) -> ClusterStatus:
+        return self._by_spec(spec).status(spec, runtime)
+
+    def scale(self, old: Any, new: Any, runtime: dict[str, Any], progress: Progress) -> None:
+        self._by_spec(old).scale(old, new, runtime, progress)
+
+    def delete(self, spec: Any, runtime: dict[str, Any], progress: Progress) -> None:
+        self._by_spec(spec).delete(spec, runtime, progress)
+
+    def partitions(self, spec: Any, runtime: dict[str, Any]):
+        return self._by_spec(spec).partitions(spec, runtime)
+
+    def work_dir(self, spec: Any, runtime: dict[str, Any], submit_dir: str):
+        return self._by_spec(spec).work_dir(spec, runtime, submit_dir)
+
+    def job_launch(self, spec: Any, runtime: dict[str, Any], script: str, variables: dict[str, str],
+                   python_env: Any) -> JobLaunch:
+        return self._by_spec(spec).job_launch(spec, runtime, script, variables, python_env)
+
+    def job_container(self, spec: Any, runtime: dict[str, Any], request: Any, launch: JobLaunch, job_dir, work_dir):
+        return self._by_spec(spec).job_container(spec, runtime, request, launch, job_dir, work_dir)
+
+    def health(self, spec: Any, runtime: dict[str, Any], now: bool):
+        return self._by_spec(spec).health(spec, runtime, now)
+
+    def events(self, spec: Any, runtime: dict[str, Any]):
+        return self._by_spec(spec).events(spec, runtime)
+
+    def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
+        return self._by_runtime(runtime).client_env(runtime)
+
+    def commands(self, runtime: dict[str, Any]):
+        return self._by_runtime(runtime).commands(runtime)
+
+    def host(self, runtime: dict[str, Any]):
+        return self._by_runtime(runtime).host(runtime)
+
+    def min_poll_interval(self, runtime: dict[str, Any]) -> float:
+        return self._by_runtime(runtime).min_poll_interval(runtime)
+
+    def jobs_root(self, cluster: str, runtime: dict[str, Any]) -> str:
+        return self._by_runtime(runtime).jobs_root(cluster, runtime)
+
+
+def vertex_backend(home, spec: Any = None) -> Backend:
+    """The ``vertex`` backend for a cluster of ``spec`` (a spec or its record's JSON), or, without
+    one, the one that routes each call by what it is given."""
+    if spec is None:
+        return VertexBackends(home)
+    if isinstance(spec, ClusterSpec) or (isinstance(spec, dict) and is_training_cluster(spec)):
+        return VertexTrainingBackend(home)
+    from .vertex import VertexBackend
+
+    return VertexBackend(home)

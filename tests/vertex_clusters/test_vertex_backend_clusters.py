@@ -1,0 +1,88 @@
+"""``--backend vertex`` with a cluster spec: ``api.create_cluster(spec, backend="vertex")``
+creates a Vertex AI training cluster (progress lines from its operation), ``get_cluster`` shows
+Vertex's state and nodes, ``scale_cluster`` patches its pools, ``delete_cluster`` deletes it;
+a job on it is refused, saying what comes next.
+
+Vertex AI is the local endpoint, run on a second GTC_HOME: it serves training clusters as local
+clusters in its own state store, which would otherwise hold this test's record of the same name.
+The client reaches it at ``vertex.api_endpoint`` (``http://127.0.0.1:PORT``), as it would reach
+Google's. No request may leave the machine: proxies point at a port where nothing listens."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import jupyter_gtc
+from jupyter_gtc import api
+from jupyter_gtc.exceptions import GtcError
+from jupyter_gtc.spec.cluster import load_cluster_spec
+from jupyter_gtc.state import config
+from tests.conftest import small_gpu_spec
+
+pytestmark = pytest.mark.slurm
+
+EXAMPLE = Path(jupyter_gtc.__file__).parent / "examples" / "clusters" / "local-a3.yaml"
+
+
+@pytest.fixture(scope="module")
+def vertex_home(slurm_available):
+    """This test's GTC_HOME, with ``vertex.api_endpoint`` set to a local endpoint serving from another."""
+    own = Path(os.environ["GTC_HOME"])
+    other = tempfile.mkdtemp(prefix="gtc-vertex-")
+    with pytest.MonkeyPatch.context() as env:
+        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
+        env.setenv("NO_PROXY", "127.0.0.1,localhost")
+        env.setenv("no_proxy", "127.0.0.1,localhost")
+        env.setenv("GTC_VERTEX_POLL_S", "0.5")
+        env.setenv("GTC_HOME", other)
+        try:
+            host = api.create_cluster(small_gpu_spec("vxbhost", nodes=1))
+            endpoint = api.start_vertex_endpoint(host.name)
+            env.setenv("GTC_HOME", str(own))
+            config.set_value(own, "vertex.api_endpoint", endpoint.api_endpoint)
+            yield own
+        finally:
+            config.unset(own, "vertex.api_endpoint")
+            for name in [c.name for c in api.list_clusters(with_status=False)]:
+                if name == "vxdemo":
+                    api.delete_cluster(name)
+            env.setenv("GTC_HOME", other)
+            for cluster in api.list_clusters(with_status=False):  # the endpoint's clusters, the host last
+                api.delete_cluster(cluster.name)
+            env.setenv("GTC_HOME", str(own))
+
+
+def test_create_describe_scale_and_delete_a_training_cluster_through_the_vertex_backend(vertex_home):
+    spec = EXAMPLE.read_text().replace("display_name: demo", "display_name: vxdemo")
+    lines: list[str] = []
+    cluster = api.create_cluster(spec, backend="vertex", progress=lines.append)
+    assert cluster.backend == "vertex" and cluster.state == "RUNNING" and not cluster.attached
+    assert lines[0] == "creating training cluster vxdemo in projects/local-project/locations/us-central1", lines
+    assert lines[-1] == "training cluster vxdemo is RUNNING", lines
+    assert len(lines) >= 3, lines  # the operation's own progressMessages between
+
+    cluster = api.get_cluster("vxdemo")
+    assert cluster.status.reachable and cluster.status.details["vertex_state"] == "RUNNING", cluster.status
+    assert [(n.state, n.extra["pool"], n.partitions) for n in cluster.nodes] == [("RUNNING", "a3", ("a3",))] * 2
+    assert cluster.node_count == 2 and cluster.gpu_count == 16
+
+    with pytest.raises(GtcError) as refused:
+        api.submit_job("vxdemo", "#!/bin/bash\nhostname\n")
+    assert "jobs on Vertex AI training clusters come next" in str(refused.value)
+
+    lines.clear()
+    cluster = api.scale_cluster("vxdemo", "a3", 3, progress=lines.append)
+    assert lines[0] == "scaling pool a3 of vxdemo to 3 node(s)", lines
+    assert cluster.state == "RUNNING" and [n.state for n in cluster.nodes] == ["RUNNING"] * 3
+    assert cluster.spec.pool("a3").node_count == 3 and cluster.node_count == 3
+
+    lines.clear()
+    api.delete_cluster("vxdemo", progress=lines.append)
+    assert lines[-1] == "deleted training cluster vxdemo", lines
+    assert "vxdemo" not in [c.name for c in api.list_clusters(with_status=False)]
+    assert load_cluster_spec(EXAMPLE).name == "demo"  # the example itself untouched

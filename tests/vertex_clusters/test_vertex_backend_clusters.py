@@ -11,6 +11,7 @@ Google's. No request may leave the machine: proxies point at a port where nothin
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -55,6 +56,7 @@ def vertex_home(slurm_available):
             for cluster in api.list_clusters(with_status=False):  # the endpoint's clusters, the host last
                 api.delete_cluster(cluster.name)
             env.setenv("GTC_HOME", str(own))
+            shutil.rmtree(other, ignore_errors=True)
 
 
 def test_create_describe_scale_and_delete_a_training_cluster_through_the_vertex_backend(vertex_home):

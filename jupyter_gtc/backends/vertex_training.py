@@ -77,7 +77,9 @@ class VertexTrainingBackend(Backend):
     def status(self, spec: ClusterSpec, runtime: dict[str, Any]) -> ClusterStatus:
         details = {k: runtime.get(k) for k in ("project", "region", "api_endpoint") if runtime.get(k)}
         try:
-            cluster = _client(runtime, self.home).get(runtime["cluster_id"])
+            # A short wait: the sidebar lists clusters every few seconds, and an API that does
+            # not answer is said as the cluster's problem (UNREACHABLE), not a stalled list.
+            cluster = _client(runtime, self.home, timeout_s=10.0).get(runtime["cluster_id"])
         except (CloudApiError, GtcError) as e:
             return ClusterStatus(False, [], details, str(e))
         state = cluster.get("clusterStatus") or {}
@@ -194,7 +196,7 @@ def request_context(body: dict[str, Any], cluster_id: str) -> dict[str, Any]:
     return request_context(body, cluster_id)
 
 
-def _client(runtime: dict[str, Any], home):
+def _client(runtime: dict[str, Any], home, timeout_s: float = 60.0):
     from ..spec.vertex_target import local_port
     from ..vertex_clusters.client import TrainingClusters
     from . import vertex_client
@@ -203,7 +205,7 @@ def _client(runtime: dict[str, Any], home):
     if local_port(endpoint) is not False:  # this GTC_HOME's local endpoint, found by its record
         endpoint = vertex_client.local_endpoint(runtime, home).api_endpoint
     return TrainingClusters(runtime["project"], runtime["region"], api_endpoint=endpoint,
-                            poll_s=float(os.environ.get("GTC_VERTEX_POLL_S", "5")))
+                            poll_s=float(os.environ.get("GTC_VERTEX_POLL_S", "5")), timeout_s=timeout_s)
 
 
 def _state(cluster: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ import pytest
 
 import jupyter_gtc
 from jupyter_gtc import api
-from jupyter_gtc.exceptions import GtcError
+from jupyter_gtc.exceptions import CloudApiError, GtcError
 from jupyter_gtc.spec.cluster import load_cluster_spec
 from jupyter_gtc.state import config
 from tests.conftest import small_gpu_spec
@@ -68,6 +68,7 @@ def test_create_describe_scale_and_delete_a_training_cluster_through_the_vertex_
     assert lines[-1] == "training cluster vxdemo is RUNNING", lines
     assert len(lines) >= 3, lines  # the operation's own progressMessages between
 
+    assert "vxdemo" in [c.name for c in api.list_clusters()]
     cluster = api.get_cluster("vxdemo")
     assert cluster.status.reachable and cluster.status.details["vertex_state"] == "RUNNING", cluster.status
     assert [(n.state, n.extra["pool"], n.partitions) for n in cluster.nodes] == [("RUNNING", "a3", ("a3",))] * 2
@@ -88,3 +89,15 @@ def test_create_describe_scale_and_delete_a_training_cluster_through_the_vertex_
     assert lines[-1] == "deleted training cluster vxdemo", lines
     assert "vxdemo" not in [c.name for c in api.list_clusters(with_status=False)]
     assert load_cluster_spec(EXAMPLE).name == "demo"  # the example itself untouched
+
+
+def test_a_create_whose_id_is_taken_on_vertex_fails_and_leaves_that_cluster_alone(vertex_home):
+    # vxbhost is the endpoint's own cluster: on Vertex, a cluster of that id that is not ours.
+    spec = EXAMPLE.read_text().replace("display_name: demo", "display_name: vxbhost")
+    with pytest.raises(CloudApiError) as refused:
+        api.create_cluster(spec, backend="vertex")
+    assert refused.value.status == "ALREADY_EXISTS" and "vxbhost" in str(refused.value), refused.value
+    assert "vxbhost" not in [c.name for c in api.list_clusters(with_status=False)]  # nothing recorded here
+    # The rollback deleted nothing there: a create of another id still runs on that cluster's endpoint.
+    api.create_cluster(EXAMPLE.read_text().replace("display_name: demo", "display_name: vxdemo"), backend="vertex")
+    api.delete_cluster("vxdemo")

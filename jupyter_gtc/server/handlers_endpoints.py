@@ -8,7 +8,10 @@ An endpoint deployed here is served by the Jupyter server's process, as long as 
                                      endpoint's status (400 with the reason, 429 not ready or full)
     DELETE endpoints/ID              undeployed: its replicas' jobs ended; {"undeployed": ID}
     POST   models/REF/deploy         {"cluster", "min_replicas"?, "max_replicas"?, "command"?, "options"?}:
-                                     201, endpoint_json once a replica answers; needs "execute" too
+                                     202 at once, endpoint_json with its replicas starting (not yet
+                                     healthy): a REST thread never waits for a model to load. A thread
+                                     of the server waits as deploy() does and undeploys it where no
+                                     replica answers (why: the server's log); needs "execute" too
 """
 
 from __future__ import annotations
@@ -80,9 +83,9 @@ class DeployHandler(GtcHandler):
             if "cluster" not in body:
                 raise bad_request("a deploy needs 'cluster': where its replicas run")
             fields = {k: v for k, v in body.items() if k != "cluster"}
-            return api.deploy_model(f"{model.name}@{model.version}", body["cluster"], **fields).to_json()
+            return model.deploy(body["cluster"], **fields, wait=False, settle=True).to_json()
 
-        self.write_json(await self.call(deploy), status=201)
+        self.write_json(await self.call(deploy), status=202)
 
 
 def handlers(prefix: str) -> list[tuple]:

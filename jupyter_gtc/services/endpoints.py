@@ -133,6 +133,7 @@ class EndpointService:
         self._local = threading.local()  # each thread's kept-alive connections to fronts
         self._feeds: dict[str, Any] = {}  # endpoint -> its EndpointMetrics in this process
         self._feeds_lock = threading.Lock()
+        self.failures: dict[str, str] = {}  # endpoint -> why a settle=True deploy was undeployed
         self._sites: dict[str, endpoint_sites.RemoteSite] = {}  # endpoint -> where its replicas run, if remote
         self.plotter = None  # how ep.plot() draws: the widgets', given through api (services import none)
 
@@ -171,11 +172,13 @@ class EndpointService:
 
     def deploy(self, model, cluster: str, *, min_replicas: int = 1, max_replicas: int | None = None,
                command: list[str] | None = None, options: list[str] | None = None, wait: bool = True,
-               timeout: float = READY_TIMEOUT) -> Endpoint:
+               timeout: float = READY_TIMEOUT, settle: bool = False) -> Endpoint:
         """``model`` (a registry ``Model``) served by ``min_replicas`` Slurm jobs of ``cluster``;
         ``command``: a user's own server (argv, Vertex's contract) instead of ours; ``options``:
         sbatch's for each replica (``--gpus=1``). Waits until a replica answers its health check
-        (``wait=False``: returns at once; the endpoint answers 429 until then)."""
+        (``wait=False``: returns at once; the endpoint answers 429 until then; with ``settle``, a thread
+        waits as deploy() would and undeploys it where no replica answers, saying why in
+        ``failures`` and this process's log: a REST route's answer that cannot wait)."""
         max_replicas = min_replicas if max_replicas is None else max_replicas
         _check_replicas(min_replicas, max_replicas)
         if command is not None and (not isinstance(command, list) or not command
@@ -232,6 +235,9 @@ class EndpointService:
                 site.remove()
             raise
         endpoint = Endpoint(self, endpoint_id)
+        if not wait and settle:
+            threading.Thread(target=self._settle, args=(endpoint_id, jobs, timeout), daemon=True,
+                             name=f"endpoint-{endpoint_id}-deploy").start()
         if wait:
             try:
                 self._wait_ready(endpoint_id, jobs, timeout)
@@ -353,6 +359,21 @@ class EndpointService:
                         raise GtcError(f"replica job {job.id} of endpoint {endpoint_id} ended {job.state} before "
                                        f"its server answered; its log ends:\n{tail}")
             time.sleep(0.05)
+
+    def _settle(self, endpoint_id: str, jobs: list, timeout: float) -> None:
+        try:
+            self._wait_ready(endpoint_id, jobs, timeout)
+        except KeyError:
+            return  # undeployed meanwhile
+        except Exception as e:  # noqa: BLE001 - whatever went wrong, the endpoint must not stay half-made
+            if endpoint_id not in self.fronts:
+                return
+            self.failures[endpoint_id] = str(e)
+            print(f"endpoint {endpoint_id}: deploy failed, undeployed: {e}", flush=True)
+            try:
+                self.undeploy(endpoint_id)
+            except GtcError:
+                pass
 
     def _still_deployed(self, ref: ModelRef, endpoint_id: str) -> bool:
         try:

@@ -50,7 +50,7 @@ def vertex_home(slurm_available):
         finally:
             config.unset(own, "vertex.api_endpoint")
             for name in [c.name for c in api.list_clusters(with_status=False)]:
-                if name == "vxdemo":
+                if name in ("vxdemo", "vxcli"):
                     api.delete_cluster(name)
             env.setenv("GTC_HOME", other)
             for cluster in api.list_clusters(with_status=False):  # the endpoint's clusters, the host last
@@ -101,3 +101,31 @@ def test_a_create_whose_id_is_taken_on_vertex_fails_and_leaves_that_cluster_alon
     # The rollback deleted nothing there: a create of another id still runs on that cluster's endpoint.
     api.create_cluster(EXAMPLE.read_text().replace("display_name: demo", "display_name: vxdemo"), backend="vertex")
     api.delete_cluster("vxdemo")
+
+
+def test_gtc_cluster_verbs_drive_a_training_cluster_on_vertex(vertex_home, tmp_path, capsys):
+    from jupyter_gtc.cli import main
+
+    def gtc(*args: str) -> str:
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        assert code == 0, (args, out, err)
+        return out + err
+
+    spec = tmp_path / "vxcli.yaml"
+    spec.write_text(EXAMPLE.read_text().replace("display_name: demo", "display_name: vxcli"))
+    out = gtc("cluster", "create", "-f", str(spec), "--backend", "vertex")
+    assert "creating training cluster vxcli in projects/local-project/locations/us-central1" in out, out
+    assert "training cluster vxcli is RUNNING" in out, out
+    row = next(line.split() for line in gtc("cluster", "list").splitlines() if line.startswith("vxcli"))
+    assert row[1:3] == ["vertex", "RUNNING"] and row[3].endswith("/2") and row[4] == "16", row
+    out = gtc("cluster", "describe", "vxcli")
+    assert "vertex_state: RUNNING" in out and "modelDevelopmentClusters/vxcli" in out, out
+    assert sum(line.split()[:2] in (["a3-0", "running"], ["a3-1", "running"]) for line in out.splitlines()) == 2, out
+    out = gtc("cluster", "scale", "vxcli", "--pool", "a3", "--nodes", "3")
+    assert "scaling pool a3 of vxcli to 3 node(s)" in out, out
+    assert "a3-2" in gtc("cluster", "describe", "vxcli")
+    out = gtc("cluster", "delete", "vxcli")
+    assert "deleted training cluster vxcli" in out, out
+    assert "vxcli" not in gtc("cluster", "list")

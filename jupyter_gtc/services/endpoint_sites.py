@@ -1,4 +1,5 @@
-"""Where an endpoint's replicas run when it is not this machine: an attached ``slurm`` cluster.
+"""Where an endpoint's replicas run when it is not this machine's loopback: an attached ``slurm``
+cluster's nodes, or a local cluster's of network namespaces (each node an address of its own).
 
 A replica's node is another machine: it cannot bind loopback and be reached, and no port can be
 chosen for it from here. So its job picks a free port on its node, binds all of the node's
@@ -11,7 +12,7 @@ no one else in.
 
 The front reaches a node through the cluster's host: over SSH, a port of this machine's loopback
 forwarded on the host's shared connection (``SSHHost.forward``), cancelled when the replica
-goes; from a login node (no SSH), the node's address directly. Each forward is in the
+goes; from a login node (no SSH) or this machine (a local cluster), the node's address directly. Each forward is in the
 deployment's row, so an undeploy from another process cancels it too.
 """
 

@@ -11,8 +11,8 @@ Nothing is half-made: a replica job that fails to submit or to start, or a row t
 written, undoes what was done before it.
 
 Where replicas run: a local cluster with the host network (a replica binds loopback, which only
-this machine reaches), or an attached ``slurm`` cluster (``endpoint_sites.py``: a replica binds
-its node's addresses on a port it picks, and the front reaches it through the cluster's host, over
+this machine reaches), or one of network namespaces, or an attached ``slurm`` cluster
+(``endpoint_sites.py``: a replica binds its node's addresses on a port it picks, and the front reaches it through the cluster's host, over
 SSH by a forwarded loopback port). Replicas scale between ``min_replicas`` and ``max_replicas`` (the rule: at
 ``SCALE_UP_LOAD``); a replica whose job ends after it served is replaced. A user's own server binds where it chooses: give it
 ``GTC_SERVING_HOST`` as its address (Vertex's containers bind 0.0.0.0, which another user of
@@ -335,12 +335,11 @@ class EndpointService:
         if found.backend == "slurm":
             return True
         network = getattr(getattr(found.spec, "local", None), "network", None)
-        if found.backend != "local" or network != "host":
-            raise SpecError("cluster", cluster, f"serving deploys to attached slurm clusters and to local clusters "
-                                                f"with the host network (a replica binds loopback); {cluster} is a "
-                                                f"{found.backend} cluster" + (f" with network {network}"
-                                                                             if network else ""))
-        return False
+        if found.backend != "local" or network not in ("host", "namespaces"):
+            raise SpecError("cluster", cluster, f"serving deploys to attached slurm clusters and to local clusters; "
+                                                f"{cluster} is a {found.backend} cluster" + (f" with network {network}"
+                                                                                           if network else ""))
+        return network == "namespaces"  # its nodes are machines of their own, each with its address
 
     def _wait_ready(self, endpoint_id: str, jobs: list, timeout: float) -> None:
         front = self.fronts[endpoint_id]

@@ -85,3 +85,24 @@ def test_a_model_folder_the_attached_cluster_lacks_is_refused_naming_it_and_noth
         api.delete_model("llama-here")
     finally:
         shutil.rmtree(local_only.parent, ignore_errors=True)
+
+
+def test_on_a_local_cluster_of_network_namespaces_a_replica_answers_from_its_nodes_address(attached, tmp_path,
+                                                                                            monkeypatch):
+    """The same design with no SSH: the cluster behind the login node, deployed to as the local
+    cluster it is; its nodes are network namespaces, each with an address this machine reaches."""
+    cluster, _ = attached
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    tiny = save_tiny_llama(tmp_path / "tiny")  # the nodes see this machine's files but /cluster/scratch
+    api.register_model(artifact_uri=str(tiny), model="llama-ns")
+    ep = api.deploy_model("llama-ns", cluster.name)
+    try:
+        assert ep.predict([{"prompt": PROMPTS[0], "max_tokens": 8}])[0]["text"] == generate_here(tiny, PROMPTS[:1], 8)[0]
+        replica = ep.replicas[0]
+        nodes = {n.address for n in api.get_cluster(cluster.name).status.nodes}
+        assert replica["address"].rsplit(":", 1)[0] in nodes  # no forward: the node's own address
+        assert "forward" not in ep.deployment["replicas"][0]
+    finally:
+        ep.undeploy()
+    assert api.get_job(replica["job"], cluster.name).finished
+    api.delete_model("llama-ns")

@@ -7,6 +7,7 @@ shared SSH connection; an undeploy ends the job and the forward."""
 from __future__ import annotations
 
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -106,3 +107,40 @@ def test_on_a_local_cluster_of_network_namespaces_a_replica_answers_from_its_nod
         ep.undeploy()
     assert api.get_job(replica["job"], cluster.name).finished
     api.delete_model("llama-ns")
+
+
+def test_a_replica_whose_job_ends_is_replaced_and_its_forward_cancelled(attached, monkeypatch):
+    from jupyter_gtc.backends.storage import folder
+
+    cluster, _ = attached
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    name = f"models-{uuid.uuid4().hex[:8]}/tiny"
+    here = save_tiny_llama(Path(SHARED) / name)
+    there = folder(Path(cluster.runtime["dir"]), "projects/p/locations/z/instances/scratch") / name
+    shutil.copytree(here, there)
+    try:
+        api.register_model(artifact_uri=str(here), model="llama-again")
+        ep = api.deploy_model("llama-again", "servefar")
+        try:
+            expected = ep.predict([{"prompt": PROMPTS[0], "max_tokens": 4}])
+            first = ep.deployment["replicas"][0]
+            api.get_job(first["job"], "servefar").cancel()  # as a node's failure would end it
+            deadline = time.monotonic() + 120
+            while True:  # replaced, and the new one reached through its own forward
+                now = ep.deployment["replicas"][0]
+                if now["job"] != first["job"] and "forward" in now:
+                    break
+                assert time.monotonic() < deadline, ep.deployment
+                time.sleep(0.2)
+            assert not listening(first["forward"]["local"])  # the old replica's forward is gone
+            while not any(r["healthy"] for r in ep.replicas):
+                assert time.monotonic() < deadline, ep.replicas
+                time.sleep(0.2)
+            assert ep.predict([{"prompt": PROMPTS[0], "max_tokens": 4}]) == expected
+        finally:
+            ep.undeploy()
+        assert not listening(now["forward"]["local"])
+        api.delete_model("llama-again")
+    finally:
+        shutil.rmtree(Path(SHARED) / name.split("/")[0], ignore_errors=True)
+        shutil.rmtree(there.parent, ignore_errors=True)

@@ -7,6 +7,8 @@ shared SSH connection; an undeploy ends the job and the forward."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -65,6 +67,20 @@ def test_the_tiny_llama_deployed_on_an_attached_cluster_answers_through_a_forwar
         assert api.get_job(replica["job"], "servefar").finished
         assert not listening(forward["local"])  # the forward is gone
         assert api.list_endpoints() == []
+
+        # Undeployed from another process (the CLI): it cancels the forward the row names, on the
+        # login node's shared connection.
+        ep = api.deploy_model("llama-far", "servefar")
+        assert ep.predict([{"prompt": PROMPTS[0], "max_tokens": 8}])[0]["text"] == expected[0]
+        deadline = time.monotonic() + 60
+        while "forward" not in ep.deployment["replicas"][0]:  # the row follows within 2 s
+            assert time.monotonic() < deadline, ep.deployment
+            time.sleep(0.1)
+        forward = ep.deployment["replicas"][0]["forward"]
+        cli = subprocess.run([sys.executable, "-m", "jupyter_gtc.cli", "model", "undeploy", "llama-far"],
+                             capture_output=True, text=True, timeout=120)
+        assert cli.returncode == 0, cli.stdout + cli.stderr
+        assert not listening(forward["local"])
         api.delete_model("llama-far")
     finally:
         shutil.rmtree(Path(SHARED) / name.split("/")[0], ignore_errors=True)

@@ -13,7 +13,14 @@
    in turn every ``--every`` minutes (2), then its goodput and where the rest of its wall time went
    (metrics/goodput.py).
 
-    .venv/bin/python bench/recovery.py [--rounds 1] [--minutes 10] [--every 2]
+3. Where the restarted job's seconds went before its first new step, from the job's own log:
+   the recipe's ``startup`` line (recipes/startup.py: launch, imports, rendezvous, data, model,
+   checkpoint, first step), medians over every supervised restart.
+
+    .venv/bin/python bench/recovery.py [--rounds 1] [--minutes 10] [--every 2] [--setups supervised]
+
+``--setups supervised --minutes 4`` is the smallest run (a few minutes): Slurm's defaults take
+minutes of waiting per fault; without them the "x Slurm" column is left out.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ARGS = ["--steps", "1000000", "--checkpoint-every", "20", "--log-every", "1"]
 STEP = re.compile(r"^step (\d+)/", re.M)
+STARTUP = re.compile(r"^startup ([\d.]+) s to step \d+: (.*?)(?: \(restart \d+\))?$", re.M)
 
 
 # name -> (label, supervisor, nodes, local options)
@@ -98,9 +106,30 @@ def fault_and_recover(api, cluster: str, job, n: int, fault: str) -> tuple[float
     down = wait(lambda: went_down(api, cluster, node, began) is not None, 900) and went_down(api, cluster, node, began)
     again = wait(lambda: f"attempt {n + 1} (requeued)" in log(job), 900)
     first = wait(lambda: first_new_step(attempt(job, n + 1)), 900)
+    try:
+        wait(lambda: startup_parts(attempt(job, n + 1)) is not None, 60)
+        STARTUPS.append(startup_parts(attempt(job, n + 1)))
+    except TimeoutError:
+        pass  # a program that prints no startup line (an older recipe): its breakdown is left out
     if fault == "partition":
         api.inject_fault(cluster, node, fault, clear=True)
     return down - began, again - began, first - began
+
+
+STARTUPS: list[dict[str, float]] = []  # every restarted attempt's startup line, parsed
+
+
+def startup_parts(text: str) -> dict[str, float] | None:
+    """The recipe's ``startup`` line of an attempt's log (the first after its resume), by part."""
+    resumed = text.find("resuming from ")
+    found = STARTUP.search(text, max(resumed, 0)) if resumed >= 0 else None
+    if found is None:
+        return None
+    parts = {"total": float(found.group(1))}
+    for part in found.group(2).split(", "):
+        name, _, seconds = part.rpartition(" ")
+        parts[name] = float(seconds)
+    return parts
 
 
 def went_down(api, cluster: str, node: str, since: float) -> float | None:
@@ -169,7 +198,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--every", type=float, default=2.0)
+    parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=list(SETUPS),
+                        help="which detection setups to measure (default: all)")
     args = parser.parse_args()
+    if "supervised" not in args.setups:
+        parser.error(f"--setups {' '.join(args.setups)}: must include supervised (the goodput run needs it)")
     home = os.environ["GTC_HOME"] = tempfile.mkdtemp(prefix="gtc-bench-")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from jupyter_gtc import api
@@ -178,6 +211,8 @@ def main() -> int:
     rows = {}
     try:
         for name, (_, supervised, nodes, local) in SETUPS.items():
+            if name not in args.setups:
+                continue
             api.create_cluster(spec(name, supervised, nodes, local))
             for _ in range(args.rounds):
                 # Slurm's defaults: both faults at once (minutes each); else one at a time.
@@ -197,11 +232,14 @@ def main() -> int:
           "each (medians), seconds from the fault")
     print(f"{'fault':<10} {'detection':<42} {'to DOWN':>8} {'job again':>10} {'first step':>11} {'x Slurm':>8}")
     for fault in kinds:
-        base = statistics.median(r[2] for r in rows["defaults", fault])
+        base = statistics.median(r[2] for r in rows["defaults", fault]) if ("defaults", fault) in rows else None
         for name, (label, *_) in SETUPS.items():
+            if (name, fault) not in rows:
+                continue
             measured = rows[name, fault]
             down, again, first = (statistics.median(r[i] for r in measured) for i in range(3))
-            print(f"{fault:<10} {label:<42} {down:>8.1f} {again:>10.1f} {first:>11.1f} {first / base:>8.2f}")
+            ratio = f"{first / base:>8.2f}" if base else f"{'-':>8}"
+            print(f"{fault:<10} {label:<42} {down:>8.1f} {again:>10.1f} {first:>11.1f} {ratio}")
     print()
     print(f"goodput of {args.minutes:g} minutes of llama-pretrain, a fault on its node every {args.every:g} minutes "
           "(crash, partition in turn; supervised)")
@@ -213,6 +251,12 @@ def main() -> int:
     print(f"  {'productive':<10} {goodput.productive_s:8.1f} s  {goodput.goodput:6.1%}")
     for cause, seconds in goodput.badput_s.items():
         print(f"  {cause:<10} {seconds:8.1f} s  {seconds / goodput.wall_s:6.1%}")
+    print()
+    print(f"the restarted job's startup, from its own log (recipes/startup.py), medians of {len(STARTUPS)} restarts")
+    names = list(dict.fromkeys(name for parts in STARTUPS for name in parts))
+    for name in names:
+        values = [parts[name] for parts in STARTUPS if name in parts]
+        print(f"  {name:<12} {statistics.median(values):6.1f} s  (min {min(values):.1f}, max {max(values):.1f})")
     return 0
 
 

@@ -118,17 +118,29 @@ def recipe_args(recipe: Recipe, config: RecipeConfig, init_from: str | None, ext
 
 def render_sbatch(recipe: Recipe, config: RecipeConfig, nodes: int | None = None) -> str:
     """The standard multi-node torchrun job: one torchrun per node, rendezvous at the first
-    node of the allocation, one process per GPU (or one per CPU node)."""
+    node of the allocation, one process per GPU (or one per CPU node). A job of one process
+    (one node, one GPU or none) runs the program without torchrun: torchrun would only import
+    torch a second time and spawn it, 1.5 s of every (re)start (issue 29), with no world to form."""
     nodes = nodes or config.nodes
     gpus = f"#SBATCH --gpus-per-node={config.gpus_per_node}\n" if config.gpus_per_node else ""
-    return f"""#!/bin/bash
+    header = f"""#!/bin/bash
 #SBATCH --job-name={recipe.name}
 #SBATCH --nodes={nodes}
 #SBATCH --ntasks-per-node=1
 {gpus}#SBATCH --requeue
 # {recipe.title}, config {config.name}. Written by jupyter_gtc; the recipe's flags arrive as "$@".
 set -euo pipefail
-head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+# When this attempt began: the program's startup line counts from here (recipes/startup.py).
+# (bash 5; empty under an older bash, and then the line leaves launch out.)
+export GTC_ATTEMPT_STARTED=${{EPOCHREALTIME:-}}
+"""
+    if config.procs_per_node == 1:
+        header += f"""if [ "$SLURM_NNODES" = 1 ]; then
+    srun "${{GTC_PYTHON:-python3}}" -m {recipe.module} "$@"
+    exit 0
+fi
+"""
+    return header + f"""head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
 # A port free on the head now (this script runs there). A fixed one, or one made of the job
 # id, is another job's too where jobs share a host (a local cluster's nodes, two clusters'
 # job 3), and torchrun then joins that job's rendezvous store and fails with it.

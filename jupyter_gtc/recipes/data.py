@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import sysconfig
 from pathlib import Path
 
@@ -131,3 +132,26 @@ class TokenBatches:
         per_rank = self.global_batch // world_size
         mine = starts[rank * per_rank:(rank + 1) * per_rank]
         return np.stack([self.tokens[s:s + self.seq_len] for s in mine])
+
+
+def _tokens_file(folder: Path, source: str) -> Path:
+    import hashlib
+    return Path(folder) / f"tokens-{hashlib.sha256(source.encode()).hexdigest()[:16]}.npy"
+
+
+def save_tokens(folder: Path, source: str, tokens: np.ndarray) -> None:
+    """Keep a run's token stream beside its tokenizer (named by the corpus source), so a restart
+    maps it instead of loading the tokenizer and encoding the corpus again: the largest part of
+    a restart's ``data`` seconds (issue 29). Written whole, then renamed: never read half-made.
+    Created 0600 from the start."""
+    final = _tokens_file(folder, source)
+    partial = final.with_name(final.name + ".partial")
+    with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        np.save(f, tokens)
+    os.replace(partial, final)
+
+
+def cached_tokens(folder: Path, source: str) -> np.ndarray | None:
+    """The token stream ``save_tokens`` kept for ``source``, memory-mapped; None if there is none."""
+    path = _tokens_file(folder, source)
+    return np.load(path, mmap_mode="r") if path.exists() else None

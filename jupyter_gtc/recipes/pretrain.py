@@ -11,19 +11,23 @@ weights with a fresh optimizer and schedule: continued pretraining.
 
 from __future__ import annotations
 
-import math
-import os
-import sys
 import time
-from pathlib import Path
 
-import torch
+_PYTHON_UP = time.time()  # before torch: the startup line counts imports from here
 
-from . import data, models
-from .checkpoint import Checkpointer, export_model, hf_source, load_weights
-from .config import PretrainConfig, parse_args
-from .distributed import World, init_world, parallelize, train_dtype, unwrap
-from .metrics import TrainingMetrics
+import math  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+
+from . import data, models  # noqa: E402
+from .checkpoint import Checkpointer, export_model, hf_source, load_weights  # noqa: E402
+from .config import PretrainConfig, parse_args  # noqa: E402
+from .distributed import World, init_world, parallelize, train_dtype, unwrap  # noqa: E402
+from .metrics import TrainingMetrics  # noqa: E402
+from .startup import StartupClock  # noqa: E402
 
 
 def lr_at(step: int, config: PretrainConfig) -> float:
@@ -53,8 +57,12 @@ def prepare_tokenizer(config: PretrainConfig, world: World, checkpoints: Checkpo
 
 def build(config: PretrainConfig, tokenizer, world: World, checkpoints: Checkpointer) -> torch.nn.Module:
     """The model with random weights (every rank the same), its config saved beside the
-    tokenizer so the checkpoints describe themselves."""
-    if config.init_from:
+    tokenizer so the checkpoints describe themselves; without a tokenizer (a restart), built
+    from that saved config."""
+    if tokenizer is None:  # a restart: the config its first start saved
+        from transformers import AutoConfig
+        model_config = AutoConfig.from_pretrained(checkpoints.hf_folder)
+    elif config.init_from:
         from transformers import AutoConfig
         model_config = AutoConfig.from_pretrained(hf_source(config.init_from))
     else:
@@ -63,7 +71,7 @@ def build(config: PretrainConfig, tokenizer, world: World, checkpoints: Checkpoi
             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(config.seed)  # every rank starts from the same weights
     model = models.build_model(model_config)
-    if world.is_main:
+    if world.is_main and tokenizer is not None:
         model_config.save_pretrained(checkpoints.hf_folder)
     return model
 
@@ -92,6 +100,8 @@ def train_step(model, optimizer, ids: torch.Tensor, autocast, grad_clip: float) 
 
 
 def train(config: PretrainConfig) -> dict[str, float]:
+    clock = StartupClock(_PYTHON_UP)
+    clock.mark("imports")
     world = init_world()
     say = print if world.is_main else (lambda *a, **k: None)
     checkpoints = Checkpointer(config.checkpoint_dir, world, keep=config.keep_checkpoints)
@@ -100,12 +110,26 @@ def train(config: PretrainConfig) -> dict[str, float]:
             folder.mkdir(parents=True, exist_ok=True)
     world.barrier()
     checkpoints.clean_partial()
+    clock.mark("rendezvous")
 
-    texts = data.load_texts(config.data)
-    tokenizer = prepare_tokenizer(config, world, checkpoints, texts)
-    batches = data.TokenBatches(data.encode_corpus(texts, tokenizer), config.seq_len, config.global_batch, config.seed)
+    # A restart maps the token stream its first start kept and builds the model from the saved
+    # config: no tokenizer load, no encoding (the tokenizer is loaded for the export only).
+    resume = checkpoints.latest()
+    tokens = data.cached_tokens(checkpoints.hf_folder, config.data) if resume is not None else None
+    tokenizer = None
+    if tokens is None:
+        texts = data.load_texts(config.data)
+        tokenizer = prepare_tokenizer(config, world, checkpoints, texts)
+        tokens = data.encode_corpus(texts, tokenizer)
+        if world.is_main:
+            data.save_tokens(checkpoints.hf_folder, config.data, tokens)
+        world.barrier()
+    batches = data.TokenBatches(tokens, config.seq_len, config.global_batch, config.seed)
+    clock.mark("data")
     model = build(config, tokenizer, world, checkpoints)
-    base = load_weights(model, config.init_from) if config.init_from else {}
+    # A restart of continued pretraining takes its weights from its own checkpoint: --init-from's
+    # would only be read to be overwritten.
+    base = load_weights(model, config.init_from) if config.init_from and resume is None else {}
     shape = models.shape_of(model, config.seq_len)
     dtype = train_dtype(config.dtype, world.device)
     models.apply_speedups(model, compile=config.compile == "on", checkpointing=config.activation_checkpointing == "on")
@@ -113,14 +137,15 @@ def train(config: PretrainConfig) -> dict[str, float]:
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay,
                                   betas=(0.9, 0.95), fused=world.device.type == "cuda")
 
+    clock.mark("model")
     start = 1
-    resume = checkpoints.latest()
     if resume is not None:
         state = checkpoints.load(resume, model, optimizer)
         start = state["step"] + 1
         say(f"resuming from {resume} (step {state['step']}, restart {os.environ.get('SLURM_RESTART_COUNT', 0)})")
     elif config.init_from:
         say(f"continuing from {config.init_from} (its step {base.get('step', '?')}, loss {base.get('loss', '?')})")
+    clock.mark("checkpoint")
     label = unwrap(model).config.model_type if config.init_from else f"{config.model}-{config.size}"
     say(f"{label}: {shape.parameters / 1e6:.2f}M parameters, {len(batches.tokens)} tokens of "
         f"{config.data}, world {world.size} on {world.device.type}, {dtype}, steps {start}..{config.steps}", flush=True)
@@ -143,6 +168,9 @@ def train(config: PretrainConfig) -> dict[str, float]:
             say(f"step {step}/{config.steps} loss {values['train/loss']:.4f} lr {lr:.2e} "
                 f"grad_norm {values['train/grad_norm']:.3f} tokens/s {values['perf/tokens_per_s']:.0f}"
                 + (f" mfu {values['perf/mfu']:.1%}" if "perf/mfu" in values else ""), flush=True)
+        if step == start:
+            clock.mark("first step")
+            say(clock.line(step), flush=True)
         checkpointed = step % config.checkpoint_every == 0 or step == config.steps
         if checkpointed:
             checkpoints.save(step, model, optimizer, {"loss": values["train/loss"]})
@@ -158,7 +186,7 @@ def train(config: PretrainConfig) -> dict[str, float]:
               "model": unwrap(model).config.model_type,
               "size": config.size, "data": config.data, "step": config.steps, "loss": values.get("train/loss"),
               "init_from": config.init_from}
-    export_model(model, tokenizer, config.model_dir, world, recipe)
+    export_model(model, tokenizer or data.load_tokenizer(checkpoints.hf_folder), config.model_dir, world, recipe)
     say(f"model saved to {config.model_dir}", flush=True)
     world.close()
     return values

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from jupyter_gtc.exceptions import SpecErrors
@@ -18,6 +20,32 @@ def test_the_script_is_srun_torchrun_meeting_at_the_first_node_with_flags_as_arg
     assert script.rstrip().endswith('-m jupyter_gtc.recipes.pretrain "$@"')
     tiny = render_sbatch(recipe, recipe.config("tiny"), nodes=2)
     assert "#SBATCH --nodes=2\n" in tiny and "--gpus-per-node" not in tiny and "--nproc-per-node=1" in tiny
+
+
+def test_a_one_process_job_runs_the_program_without_torchrun_and_stamps_its_start(tmp_path):
+    """torchrun only imports torch a second time for a world of one: 1.5 s of every restart. The
+    script decides by the node count Slurm gave (sbatch options may change it); torchrun stays
+    for a multi-node job. Run here with srun and python3 stubbed as echo, on one node and on two."""
+    import subprocess
+
+    recipe = get_recipe("llama-pretrain")
+    script = tmp_path / "job.sh"
+    script.write_text(render_sbatch(recipe, recipe.config("tiny")))
+    (tmp_path / "srun").write_text('#!/bin/sh\necho srun "$@" "GTC_ATTEMPT_STARTED=$GTC_ATTEMPT_STARTED"\n')
+    (tmp_path / "scontrol").write_text("#!/bin/sh\necho n1\n")
+    for stub in ("srun", "scontrol"):
+        (tmp_path / stub).chmod(0o755)
+
+    def run(nodes: int) -> str:
+        env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "SLURM_NNODES": str(nodes), "SLURM_JOB_NODELIST": "n1",
+               "SLURM_JOB_ID": "7", "GTC_PYTHON": "python3"}
+        done = subprocess.run(["bash", str(script), "--steps", "3"], env=env, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    one = run(1)
+    assert one.startswith("srun python3 -m jupyter_gtc.recipes.pretrain --steps 3 GTC_ATTEMPT_STARTED=1"), one
+    assert re.fullmatch(r".*GTC_ATTEMPT_STARTED=\d{10}\.\d+", one), one
+    assert "torch.distributed.run" in run(2) and "--nnodes=2" in run(2)
 
 
 def test_flags_come_from_the_recipe_the_config_then_the_user():

@@ -4,6 +4,7 @@ model transformers loads, resumes exactly from a checkpoint, and refuses bad fla
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import numpy as np
@@ -44,6 +45,36 @@ def test_a_resumed_run_repeats_the_uninterrupted_losses(run20, tmp_path):
     assert sorted(again) == list(range(11, 21))
     assert again == {s: uninterrupted[s] for s in range(11, 21)}
     assert not (resumed / "checkpoints" / "step-00000015.partial").exists()
+    # The restart mapped the tokens its first start kept (no tokenizer load, no encoding), and
+    # still exports a model with its tokenizer, as the uninterrupted run's.
+    assert re.search(r"^startup [\d.]+ s to step 11: imports .*, data [\d.]+, model .*, checkpoint ", done.stdout, re.M)
+    from transformers import AutoTokenizer
+    assert AutoTokenizer.from_pretrained(resumed / "model").get_vocab() == \
+        AutoTokenizer.from_pretrained(out / "model").get_vocab()
+
+
+def test_a_restarted_continued_pretraining_reads_its_own_checkpoint_not_its_init_from(run20, tmp_path):
+    """A restart used to load --init-from's weights (and its config) only to overwrite them with
+    its checkpoint's: a whole extra model read per restart (issue 29). Its base model's weights
+    gone bad since the first start, the restart still resumes and repeats the uninterrupted losses."""
+    import shutil
+
+    out, _ = run20
+    base = tmp_path / "base"
+    shutil.copytree(out / "model", base)
+    flags = ("--init-from", str(base), "--steps", "4", "--checkpoint-every", "2")
+    whole = pretrain(tmp_path / "whole", *flags)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    cut = tmp_path / "cut"
+    (cut / "checkpoints").mkdir(parents=True)
+    for name in ("hf", "step-00000002"):
+        shutil.copytree(tmp_path / "whole" / "checkpoints" / name, cut / "checkpoints" / name)
+    for weights in base.glob("*.safetensors"):
+        weights.write_bytes(b"not safetensors")
+    done = pretrain(cut, *flags)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming from" in done.stdout and "(step 2," in done.stdout
+    assert losses(done.stdout) == {s: losses(whole.stdout)[s] for s in (3, 4)}
 
 
 def test_bad_flags_name_the_field_the_value_and_what_is_valid(tmp_path):

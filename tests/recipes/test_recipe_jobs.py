@@ -98,6 +98,12 @@ def test_a_requeued_job_resumes_from_its_newest_checkpoint(cluster):
     assert marker, log[-2000:]
     assert re.search(r"resuming from \S+step-00000005 \(step 5, restart 1\)", second), second[-2000:]
     assert sorted(losses_in(first)) == list(range(1, 6)) and sorted(losses_in(second)) == list(range(6, 11))
+    # Where the restart's seconds went, in its own log (issue 29): from the batch script's start
+    # (launch: srun, and no torchrun for one process) to its first step, part by part.
+    startup = re.search(r"^startup [\d.]+ s to step 6: launch [\d.]+, imports [\d.]+, rendezvous [\d.]+, "
+                        r"data [\d.]+, model [\d.]+, checkpoint [\d.]+, first step [\d.]+ \(restart 1\)$",
+                        second, re.M)
+    assert startup, second[-2000:]
 
 
 def test_a_recipe_that_needs_a_model_says_which_run_to_do_first(cluster):

@@ -375,9 +375,14 @@ class EndpointService:
                 pass
 
     def _still_deployed(self, ref: ModelRef, endpoint_id: str) -> bool:
+        """Whether the front still has something to serve: undeployed from another process, or its
+        cluster deleted under it (its replicas went with it: trying to replace them every tick
+        only printed "no job" for ever), it has not."""
         try:
             found = self.tables.resolve(ref).deployment
-        except GtcError:
+            if found and found.get("endpoint") == endpoint_id:
+                self.clusters.get(found["cluster"], with_status=False)
+        except GtcError:  # ClusterNotFound among them
             return False
         return bool(found) and found.get("endpoint") == endpoint_id
 

@@ -181,7 +181,8 @@ def test_deploy_from_the_panel_shows_the_endpoint_its_replica_and_requests_then_
     expect(row.locator(".jp-gtc-State")).to_have_text("DEPLOYING")
 
     # Served by the Jupyter server: the endpoint, its one replica ready, no requests yet.
-    endpoint = section(page).locator(".jp-gtc-Endpoint")
+    # (this model's: the session's other tests may have endpoints of their own)
+    endpoint = section(page).locator(".jp-gtc-Endpoint").filter(has_text=f"{MODEL}@{version}")
     expect(endpoint.locator(".jp-gtc-State")).to_have_text("READY", timeout=180_000)
     expect(endpoint.locator(".jp-gtc-Endpoint-model")).to_have_text(f"{MODEL}@{version}")
     expect(endpoint.locator(".jp-gtc-Endpoint-replicas")).to_have_text("1/1 replica ready (1–1)")

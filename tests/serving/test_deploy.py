@@ -269,7 +269,9 @@ def test_replicas_follow_the_load_between_min_and_max(cluster, tmp_path, monkeyp
     assert [ep.predict([{"x": i}])[0]["echo"]["x"] for i in range(2)] == [0, 1]
     assert all(r["served"] >= 1 for r in ep.replicas)
     second = next(r["job"] for r in ep.replicas if r["job"] != first)
-    wait_until(lambda: len(ep.replicas) == 1)  # idle: back to min_replicas, never below
+    # Idle: back to min_replicas, never below. The front drops the replica, then the health thread
+    # writes the registry's row: another process reads the row a moment later (wait on both).
+    wait_until(lambda: len(ep.replicas) == 1 and len(ep.deployment["replicas"]) == 1)
     assert [r["job"] for r in ep.replicas] == [first] and [r["job"] for r in ep.deployment["replicas"]] == [first]
     wait_until(lambda: api.get_job(second, CLUSTER).finished)  # its job is cancelled once out of rotation
     time.sleep(3 * endpoints.SCALE_DOWN_IDLE)  # a wait for what must not happen: going below min

@@ -178,7 +178,8 @@ def test_deploy_from_the_panel_shows_the_endpoint_its_replica_and_requests_then_
     expect(dialog).to_contain_text(f"Deploy {MODEL}@{version}")
     dialog.locator('select[aria-label="Cluster"]').select_option(CLUSTER)
     dialog.locator(".jp-mod-accept").click()
-    expect(row.locator(".jp-gtc-State")).to_have_text("DEPLOYING")
+    # (DEPLOYING shows only until a replica answers: the route answers at once now, and the tiny
+    # model may be ready before the section's next look, so the endpoint's READY is what is waited on)
 
     # Served by the Jupyter server: the endpoint, its one replica ready, no requests yet.
     # (this model's: the session's other tests may have endpoints of their own)

@@ -111,7 +111,8 @@ def connect_login(target: str, port: int | None = None, config_file: str | None 
 
 
 def detach_cluster(name: str, progress: Progress = no_progress) -> None:
-    """Forget an attached cluster; its jobs keep running and their folders stay there."""
+    """Forget an attached cluster; its jobs keep running and their folders stay there (an
+    endpoint's replicas excepted: they are undeployed, as nothing could reach them after)."""
     if not get_cluster(name, with_status=False).attached:
         raise GtcError(f"cluster {name} was created by jupyter_gtc; delete_cluster({name!r}) removes it")
     delete_cluster(name, progress)
@@ -146,8 +147,23 @@ def cluster_env(name: str) -> dict[str, str]:
 
 
 def delete_cluster(name: str, progress: Progress = no_progress) -> None:
-    """Cancel the cluster's jobs, stop its daemons and every job process, remove its files."""
+    """Cancel the cluster's jobs, stop its daemons and every job process, remove its files.
+    Endpoints serving from it are undeployed first."""
+    _undeploy_endpoints_on(name, progress)
     _clusters().delete(name, progress)
+
+
+def _undeploy_endpoints_on(cluster: str, progress: Progress) -> None:
+    """Undeploy the endpoints whose replicas run on ``cluster``, before it goes. Without this the
+    registry kept saying "deployed" for ever, and an attached cluster (whose delete is a detach)
+    kept running the replicas' jobs, which nothing would stop again."""
+    from .state.models import ModelTables  # light: SQLite rows; serving is imported only where one is
+
+    serving = [r.deployment["endpoint"] for r in ModelTables(_clusters().store).deployed()
+               if r.deployment.get("cluster") == cluster]
+    for endpoint_id in serving:
+        progress(f"undeploying endpoint {endpoint_id} (its replicas run on {cluster})")
+        _models().endpoints.undeploy(str(endpoint_id))
 
 
 def start_create_cluster(spec: ClusterSpec | dict[str, Any] | str | Path, backend: str = "local") -> Operation:
@@ -164,7 +180,10 @@ def start_scale_cluster(name: str, pool: str, nodes: int) -> Operation:
 
 
 def start_delete_cluster(name: str) -> Operation:
-    """``delete_cluster`` without waiting: marks the cluster DELETING, returns an ``Operation``."""
+    """``delete_cluster`` without waiting: marks the cluster DELETING, returns an ``Operation``.
+    Endpoints serving from it are undeployed before it returns (their jobs waited for)."""
+    _clusters().store.get_cluster(name)  # ClusterNotFound before anything is undeployed
+    _undeploy_endpoints_on(name, no_progress)
     return _clusters().start_delete(name)
 
 

@@ -277,3 +277,21 @@ def test_replicas_follow_the_load_between_min_and_max(cluster, tmp_path, monkeyp
     time.sleep(3 * endpoints.SCALE_DOWN_IDLE)  # a wait for what must not happen: going below min
     assert len(ep.replicas) == 1 and ep.replicas[0]["healthy"]
     ep.undeploy()
+
+
+def test_deleting_a_cluster_undeploys_the_endpoints_serving_from_it(slurm_available, tmp_path):
+    folder = tmp_path / "echo"
+    folder.mkdir()
+    (folder / "ready").touch()
+    api.create_cluster(small_gpu_spec("servgone", nodes=1, machine="n2-standard-8"))
+    try:
+        api.register_model(artifact_uri=str(folder), model="ephemeral")
+        ep = api.deploy_model("ephemeral", "servgone", command=[sys.executable, str(USER_SERVER)])
+        lines: list[str] = []
+        api.delete_cluster("servgone", progress=lines.append)
+    finally:
+        if "servgone" in [c.name for c in api.list_clusters(with_status=False)]:
+            api.delete_cluster("servgone")
+    assert f"undeploying endpoint {ep.id} (its replicas run on servgone)" in lines, lines
+    assert ep.id not in [e.id for e in api.list_endpoints()]
+    assert api.get_model("ephemeral").deployment is None  # the registry no longer says "deployed"

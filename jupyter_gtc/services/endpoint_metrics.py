@@ -22,14 +22,13 @@ bucket and says 0 replicas.
 
 from __future__ import annotations
 
-import json
-import math
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from ..metrics.scalar import Scalar
+from ..serving.traffic import parse_lines, quantile
 from .listeners import Listeners
 
 REQUESTS = "requests/s"
@@ -128,9 +127,8 @@ class EndpointMetrics:
         data = self._partial + data
         whole, _, self._partial = data.rpartition(b"\n")  # a line being written waits for its newline
         found = []
-        for line in whole.splitlines():
+        for record in parse_lines(whole):
             try:
-                record = json.loads(line)
                 found.append((int(record["status"]), float(record["seconds"]), float(record["time"])))
             except (ValueError, KeyError, TypeError):
                 continue  # not a line of ours: nothing to count
@@ -153,5 +151,4 @@ class EndpointMetrics:
 
 def percentile(sorted_values: list[float], q: float) -> float:
     """The ``q``-th percentile of ``sorted_values`` by the nearest rank (a value one request took)."""
-    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
-    return sorted_values[rank - 1]
+    return quantile(sorted_values, q / 100)

@@ -27,15 +27,22 @@ def read_tail(path: Path, limit: int = TAIL_BYTES) -> list[dict[str, Any]]:
             data = f.read(size - start)
     except FileNotFoundError:
         return []
-    lines = data.split(b"\n")
     if start > 0:
-        lines = lines[1:]
+        data = data.partition(b"\n")[2]
+    return parse_lines(data.rpartition(b"\n")[0])  # the part after the last newline is not a whole record yet
+
+
+def parse_lines(whole: bytes) -> list[dict[str, Any]]:
+    """The records of ``whole`` lines of ``requests.jsonl`` (what the sidebar's figures and
+    ``ep.plot()`` both read); a line that is not a whole record of ours is skipped."""
     records = []
-    for line in lines[:-1]:  # the part after the last newline is not a whole record yet
+    for line in whole.splitlines():
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except ValueError:
             continue
+        if isinstance(record, dict):
+            records.append(record)
     return records
 
 
@@ -49,12 +56,13 @@ def summarize(records: list[dict[str, Any]], now: float, window: float = WINDOW)
         span = min(window, max(1.0, now - recent[0]["time"]))
     ok = sorted(r["seconds"] for r in recent if r.get("status") == 200)
     return {"window": window, "requests": len(recent), "rate": len(recent) / span,
-            "p50": _quantile(ok, 0.5), "p95": _quantile(ok, 0.95),
+            "p50": quantile(ok, 0.5), "p95": quantile(ok, 0.95),
             "errors": sum(1 for r in recent if r.get("status") != 200)}
 
 
-def _quantile(ordered: list[float], q: float) -> float | None:
-    """The nearest-rank quantile: a latency some request really had."""
+def quantile(ordered: list[float], q: float) -> float | None:
+    """The nearest-rank quantile (``q`` in 0..1) of sorted values: a latency some request really
+    had, not one between two; None for none."""
     if not ordered:
         return None
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]

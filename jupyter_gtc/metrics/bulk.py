@@ -37,13 +37,11 @@ directories and answers over gRPC, so it cannot resume at an offset, read throug
 from __future__ import annotations
 
 import struct
-import sys
 
 import numpy as np
 
 from .events import EventDecoder
-from .records import (CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, TAIL_SIZE, RecordBatch, bytes_needed,
-                      masked_crc32c, parse_records)
+from .records import CHUNK_SIZE, FOOTER_SIZE, HEADER_SIZE, RecordBatch, masked_crc32c, parse_records, read_framed
 from .scalar import Scalar, scalars
 
 MAX_BUFFER = 8 << 20      # bigger buffers (a record bigger than a chunk) go record at a time
@@ -409,28 +407,8 @@ def read_scalars(f, offset: int, tail: bytes, decoder: EventDecoder, out: list[S
     takes it past `max_bytes` of records; then `at_end` is False and `next_offset` is the
     first record not decoded. The batch's `records` stay empty; `tail` is as in
     `read_records`."""
-    total = RecordBatch(next_offset=offset, tail=tail)
-    bytes_limit = sys.maxsize if max_bytes is None else max_bytes
-    f.seek(offset)
-    pending = b""
-    while True:
-        if (limit is not None and len(out) >= limit) or total.next_offset - offset >= bytes_limit:
-            total.at_end = False
-            break
-        chunk = f.read(max(chunk_size, bytes_needed(pending)))
-        total.bytes_read += len(chunk)
-        if not chunk:
-            break
-        buf = pending + chunk if pending else chunk
-        consumed, corrupt, full = _consume(buf, total.next_offset, decoder, out, limit)
-        total.corrupt += corrupt
-        total.tail = (total.tail + buf[max(0, consumed - TAIL_SIZE):consumed])[-TAIL_SIZE:]
-        pending = buf[consumed:]
-        total.next_offset += consumed
-        if full:
-            total.at_end = False
-            break
-    return total
+    return read_framed(f, offset, tail, lambda buf, base: _consume(buf, base, decoder, out, limit),
+                       lambda: limit is None or len(out) < limit, chunk_size=chunk_size, max_bytes=max_bytes)
 
 
 def _consume(buf: bytes, base: int, decoder: EventDecoder, out: list[Scalar],

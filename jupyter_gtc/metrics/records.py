@@ -170,13 +170,35 @@ def read_records(f: BinaryIO, offset: int, tail: bytes = b"", chunk_size: int = 
     `at_end` is False and `next_offset` is where the next read goes on. So what a read
     holds in memory is bounded whatever the size of the file.
     """
+    records: list = []
+    limit = sys.maxsize if max_records is None else max_records
+
+    def consume(buf: bytes, base: int) -> tuple[int, int, bool]:
+        batch = parse_records(buf, base, limit - len(records))
+        records.extend(batch.records)
+        return batch.next_offset - base, batch.corrupt, False
+
+    total = read_framed(f, offset, tail, consume, lambda: len(records) < limit, chunk_size=chunk_size,
+                        max_bytes=max_bytes)
+    total.records = records
+    return total
+
+
+def read_framed(f: BinaryIO, offset: int, tail: bytes, consume, more, *, chunk_size: int = CHUNK_SIZE,
+                max_bytes: int | None = None) -> RecordBatch:
+    """The chunked read under `read_records` and the bulk decoder's `read_scalars`: from `offset`,
+    a chunk at a time (a record spanning two carried into the next; one larger than a chunk
+    makes the next read big enough), each chunk's bytes given to `consume(buf, base)` (`base`:
+    their offset in the file), which answers (bytes it consumed: whole records, records skipped
+    as corrupt, whether it stopped early). Reading stops where `more()` says no, where `max_bytes`
+    of records were read or where `consume` stopped: then `at_end` is False and `next_offset`
+    is where the next read goes on. The batch's `records` stay for the caller to fill."""
     total = RecordBatch(next_offset=offset, tail=tail)
-    records_left = sys.maxsize if max_records is None else max_records
     bytes_limit = sys.maxsize if max_bytes is None else max_bytes
     f.seek(offset)
     pending = b""
     while True:
-        if records_left <= 0 or total.next_offset - offset >= bytes_limit:
+        if not more() or total.next_offset - offset >= bytes_limit:
             total.at_end = False
             break
         chunk = f.read(max(chunk_size, bytes_needed(pending)))
@@ -184,14 +206,14 @@ def read_records(f: BinaryIO, offset: int, tail: bytes = b"", chunk_size: int = 
         if not chunk:
             break
         buf = pending + chunk if pending else chunk
-        batch = parse_records(buf, total.next_offset, records_left)
-        total.records.extend(batch.records)
-        records_left -= len(batch.records)
-        total.corrupt += batch.corrupt
-        consumed = batch.next_offset - total.next_offset
+        consumed, corrupt, stopped = consume(buf, total.next_offset)
+        total.corrupt += corrupt
         total.tail = (total.tail + buf[max(0, consumed - TAIL_SIZE):consumed])[-TAIL_SIZE:]
         pending = buf[consumed:]
-        total.next_offset = batch.next_offset
+        total.next_offset += consumed
+        if stopped:
+            total.at_end = False
+            break
     return total
 
 

@@ -202,8 +202,19 @@ def cluster_health(name: str, now: bool = True) -> list[dict[str, Any]]:
 
 def cluster_events(name: str) -> list[dict[str, Any]]:
     """What the cluster's supervisor noticed and did, oldest first: time, node, event
-    (detected -> down -> restarted, or gave up), detail."""
+    (detected -> down -> restarted, or gave up), detail. A Vertex AI training cluster's are its
+    own ``clusterEvents`` (event: Vertex's type, e.g. VM_SLURM_DRAIN, VM_REPORT_AND_REPLACEMENT)."""
     return _clusters().events(name)
+
+
+def report_faulty_node(cluster: str, node: str, reason: str | None = None, behavior: str | None = None,
+                       progress: Progress = no_progress) -> None:
+    """Vertex AI training clusters: report ``node`` faulty (``reportFaultyNodes``), with
+    ``reason`` (what was seen) and ``behavior`` (Vertex's fault kind) where given, and wait until
+    Vertex took the report; it then replaces the node (``cluster_events`` shows when)."""
+    from .services.node_reports import report_faulty_node as report
+
+    report(_clusters(), cluster, node, reason, behavior, progress)
 
 
 def inject_fault(cluster: str, node: str, fault: str, clear: bool = False) -> None:
@@ -341,6 +352,7 @@ __all__ = [
     # clusters
     "Cluster", "create_cluster", "attach_cluster", "detach_cluster", "connect_login", "apply_cluster_spec", "get_cluster", "list_clusters", "scale_cluster",
     "cluster_env", "delete_cluster", "resolve_cluster", "cluster_queue", "cluster_health", "inject_fault", "cluster_events",
+    "report_faulty_node",
     "Operation", "start_create_cluster", "start_scale_cluster", "start_delete_cluster", "cluster_operations",
     # jobs
     "Job", "ForeignJob", "submit_job", "get_job", "list_jobs", "cancel_job", "requeue_job", "job_tensorboard",

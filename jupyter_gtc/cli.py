@@ -167,6 +167,20 @@ def _parser() -> argparse.ArgumentParser:
     fault.add_argument("--clear", action="store_true", help="take the fault away again (crash: start its slurmd again; partition: its link up)")
     fault.set_defaults(func=_fault)
 
+    events = cv.add_parser("events", help="the cluster's History: what its supervisor (or, on Vertex AI, the "
+                                          "service: drains, replacements) noticed and did to its nodes")
+    events.add_argument("name")
+    events.add_argument("--json", action="store_true")
+    events.set_defaults(func=_events)
+
+    report = cv.add_parser("report-faulty", help="Vertex AI training clusters: report a node faulty "
+                                                 "(reportFaultyNodes), so Vertex replaces it")
+    report.add_argument("name")
+    report.add_argument("node", help="the node's name, as `gtc cluster describe` lists it")
+    report.add_argument("--reason", help="what was seen, for Vertex and the History (e.g. 'slow all-reduce')")
+    report.add_argument("--behavior", help="Vertex's kind of fault, in capitals (e.g. PERFORMANCE)")
+    report.set_defaults(func=_report_faulty)
+
     job = verbs.add_parser("job", help="submit, list, follow and cancel jobs")
     jv = job.add_subparsers(title="job commands", metavar="VERB")
 
@@ -296,6 +310,24 @@ def _health(args) -> None:
 def _fault(args) -> None:
     api.inject_fault(args.name, args.node, args.fault, clear=args.clear)
     print(f"{args.fault} {'cleared from' if args.clear else 'injected into'} {args.name}/{args.node}")
+
+
+def _events(args) -> None:
+    rows = api.cluster_events(args.name)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table("TIME", "NODE", "EVENT", "DETAIL", box=None)
+    for e in rows:
+        table.add_row(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["time"])), e["node"], e["event"],
+                      e["detail"])
+    _console().print(table)
+
+
+def _report_faulty(args) -> None:
+    api.report_faulty_node(args.name, args.node, reason=args.reason, behavior=args.behavior, progress=_progress)
 
 
 def _connect(args) -> None:

@@ -177,7 +177,12 @@ def parse_squeue_json(text: str) -> list[JobStatus]:
     are too, ``job_state`` is a list and ``exit_code`` an object (see ``_state``, ``_exit_code``)."""
     import json
 
-    data = json.loads(text)
+    return parse_job_info(json.loads(text))
+
+
+def parse_job_info(data: dict) -> list[JobStatus]:
+    """``parse_squeue_json`` of the document already decoded: also slurmrestd's answer to
+    ``GET /slurm/v0.0.4x/jobs/`` (the same dumper, ``OPENAPI_JOB_INFO_RESP``)."""
     errors = data.get("errors") or []
     if errors:  # squeue exits 0 with "jobs": [] when it cannot reach slurmctld
         first = errors[0]

@@ -28,6 +28,9 @@ the random generators' state is saved as such (uint8 and int64 tensors, ints, fl
 that holds anything else is refused with ``CheckpointRefused``, and nothing of it is loaded; a
 checkpoint of the older format (which pickled the generators' state) resumes without that state.
 
+A multi-node job can also restart inside itself, keeping its processes: ``in_job`` (module
+``injob``; ``jupyter_gtc/examples/injob_regression.py`` is a whole script).
+
 ``jupyter_gtc/examples/resumable_regression.py`` is a whole script that uses it; the recipes
 keep their own (``recipes/checkpoint.py``), for FSDP's sharded states.
 """
@@ -43,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from .exceptions import CheckpointRefused
+from .injob import InJob, InJobFailed, in_job  # noqa: F401 - the restart inside the job, for any script
 
 CHECKPOINT_DIR_ENV = "AIP_CHECKPOINT_DIR"
 TENSORBOARD_DIR_ENV = "AIP_TENSORBOARD_LOG_DIR"

@@ -7,7 +7,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).parent.parent / "jupyter_gtc"
 LAYERS = {  # module prefix -> rank; a module may import only ranks <= its own
     "exceptions": 0, "_process": 0, "_ports": 0, "hosts": 0, "metrics": 1,
-    "spec": 1, "failure": 1, "state": 1, "slurm": 1, "recipes": 1, "registry": 1, "serving": 1, "examples": 1, "resume": 1, "health": 1,
+    "spec": 1, "failure": 1, "state": 1, "slurm": 1, "recipes": 1, "registry": 1, "serving": 1, "examples": 1, "resume": 1, "injob": 1, "lighthouse": 1, "health": 1,
     "backends": 2,
     "services": 3, "api": 4, "namespaces": 4,
     "vertex": 1, "vertex_clusters": 1, "containers": 1, "cli": 5, "cli_models": 5, "cli_endpoints": 5, "cli_tables": 5, "cli_capacity": 5, "magics": 5, "widgets": 5, "server": 5, "vertex_endpoint": 5,

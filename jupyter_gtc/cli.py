@@ -174,11 +174,13 @@ def _parser() -> argparse.ArgumentParser:
     events.set_defaults(func=_events)
 
     report = cv.add_parser("report-faulty", help="Vertex AI training clusters: report a node faulty "
-                                                 "(reportFaultyNodes), so Vertex replaces it")
+                                                 "(reportFaultyNodes): Vertex deletes it and makes it again, or, "
+                                                 "with --behavior and --reason, repairs its physical host")
     report.add_argument("name")
-    report.add_argument("node", help="the node's name, as `gtc cluster describe` lists it")
-    report.add_argument("--reason", help="what was seen, for Vertex and the History (e.g. 'slow all-reduce')")
-    report.add_argument("--behavior", help="Vertex's kind of fault, in capitals (e.g. PERFORMANCE)")
+    report.add_argument("node", help="the node, as `gtc cluster describe` lists it (or Vertex's CLUSTER-POOL-INDEX)")
+    report.add_argument("--behavior", help="report its host: PERFORMANCE, SILENT_DATA_CORRUPTION, "
+                                           "UNRECOVERABLE_GPU_ERROR or BEHAVIOR_UNSPECIFIED (with --reason)")
+    report.add_argument("--reason", help="what was seen (with --behavior), e.g. 'slow all-reduce'")
     report.set_defaults(func=_report_faulty)
 
     job = verbs.add_parser("job", help="submit, list, follow and cancel jobs")

@@ -136,8 +136,11 @@ class VertexTrainingBackend(Backend):
         client = _client(runtime, self.home)
         listed = [n.get("instanceName") for n in (client.get(runtime["cluster_id"]).get("clusterStatus") or {})
                   .get("nodesStatus") or []]
-        if node not in listed:
-            raise SpecError("node", node, f"a node of training cluster {spec.name}: {', '.join(map(str, listed))}")
+        # Vertex's documented node id is CLUSTER-POOL-INDEX; nodesStatus names instances: either is taken.
+        ids = [f"{runtime['cluster_id']}-{p.id}-{i}" for p in spec.compute_pools() for i in range(p.node_count)]
+        if node not in listed and node not in ids:
+            raise SpecError("node", node, f"a node of training cluster {spec.name}: {', '.join(map(str, listed))} "
+                                          f"(or Vertex's id of one, {', '.join(ids)})")
         progress(f"reporting node {node} of training cluster {spec.name} faulty")
         client.report_faulty_node(runtime["cluster_id"], node, reasons, progress)
         progress(f"reported {node}: Vertex replaces it (its events show when: gtc cluster events {spec.name})")

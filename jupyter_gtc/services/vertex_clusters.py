@@ -142,6 +142,8 @@ class VertexTrainingClusters:
         node = action.get("nodeId", action.get("node_id"))
         cluster = self._ours(cluster_id)
         nodes = [n for p in cluster.spec.compute_pools() for n in p.node_names()]
+        if isinstance(node, str) and node.startswith(f"{cluster_id}-") and node[len(cluster_id) + 1:] in nodes:
+            node = node[len(cluster_id) + 1:]  # Google's documented id of a node, CLUSTER-POOL-INDEX
         if node not in nodes:
             raise SpecError("nodeActions[0].nodeId", node, f"a node of {cluster_id}: {', '.join(nodes)}")
         if cluster.state != "RUNNING":

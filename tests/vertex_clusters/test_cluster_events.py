@@ -76,7 +76,7 @@ def test_a_node_reported_through_gtc_is_replaced_and_its_drain_and_replacement_j
 
     # A node Vertex does not list is refused, naming the field, the value and the nodes there are.
     code, out = gtc("cluster", "report-faulty", "vxev", "a3-9")
-    assert code != 0 and "node" in out and "a3-9" in out and "a3-0, a3-1" in out, out
+    assert code != 0 and "node" in out and "a3-9" in out and "a3-0, a3-1" in out and "vxev-a3-1" in out, out
 
     code, out = gtc("cluster", "report-faulty", "vxev", "a3-1", "--reason", "slow all-reduce",
                     "--behavior", "PERFORMANCE")
@@ -115,16 +115,27 @@ def test_a_node_reported_through_gtc_is_replaced_and_its_drain_and_replacement_j
     nodes = back()
     assert nodes["a3-1"].extra["physical_host"] != before["a3-1"], nodes
     assert nodes["a3-0"].extra["physical_host"] == before["a3-0"], nodes
+
+    # Vertex's own id of a node (CLUSTER-POOL-INDEX) and its default action (delete, no reason).
+    lines: list[str] = []
+    api.report_faulty_node("vxev", "vxev-a3-0", progress=lines.append)
+    assert lines[0] == "reporting node vxev-a3-0 of training cluster vxev faulty", lines
+    assert sleep_until(lambda: any(e["event"] == "VM_REPORT_AND_REPLACEMENT" and e["node"] == "a3-0"
+                                   for e in api.cluster_events("vxev")), timeout=180), api.cluster_events("vxev")
     api.delete_cluster("vxev")
 
 
 def test_reports_are_refused_with_the_field_named_before_any_call(tmp_path, monkeypatch):
     monkeypatch.setenv("GTC_HOME", str(tmp_path))
     with pytest.raises(SpecError) as refused:
-        api.report_faulty_node("nosuch", "a3-0", behavior="slow")
+        api.report_faulty_node("nosuch", "a3-0", behavior="slow", reason="slow all-reduce")
     assert "behavior" in str(refused.value) and "'slow'" in str(refused.value), refused.value
-    with pytest.raises(GtcError) as missing:
+    assert "PERFORMANCE, SILENT_DATA_CORRUPTION, UNRECOVERABLE_GPU_ERROR" in str(refused.value), refused.value
+    with pytest.raises(SpecError) as alone:  # a host report takes a behavior and a reason together
         api.report_faulty_node("nosuch", "a3-0", reason="ecc")
+    assert alone.value.field == "behavior" and "physical host" in str(alone.value), alone.value
+    with pytest.raises(GtcError) as missing:
+        api.report_faulty_node("nosuch", "a3-0")
     assert "nosuch" in str(missing.value)
 
 

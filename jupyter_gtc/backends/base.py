@@ -92,6 +92,13 @@ class Backend(ABC):
     # or deletes one (``create`` attaches, ``delete`` detaches).
     attaches = False
 
+    @property
+    def stands_in(self) -> bool:
+        """Whether a cluster of this backend, made beforehand under a name, is used as it is
+        where a local cluster spec of that name is applied (a notebook written against a local
+        cluster then runs unchanged on it): attached clusters, and clouds' clusters."""
+        return self.attaches
+
     def __init__(self, home: Path):
         self.home = Path(home)  # jupyter_gtc's folder: the state store, local clusters, job folders
 

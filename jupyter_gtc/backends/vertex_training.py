@@ -6,9 +6,9 @@
   camelCase) and waits on the operation, each ``progressMessage`` a progress line; the id is
   kept in ``runtime`` only once Google accepted the create, so a rollback deletes our cluster
   and never someone else's of that name (``ALREADY_EXISTS``).
-- ``status`` is a ``get``: ``clusterStatus.state``/``detail`` in the details, each of
-  ``nodesStatus`` a node (Vertex's node state as it says it: Slurm's is reached through the
-  Slurm Job API, which comes next).
+- ``status`` is a ``get``: ``clusterStatus.state``/``detail`` in the details; the nodes are
+  Slurm's, asked through the login node, each with its pool and host from ``nodesStatus``
+  (where the login node does not answer: each of ``nodesStatus`` a node, in Vertex's words).
 - ``scale`` is a patch of ``node_pools``; ``delete`` deletes it (gone already: nothing to do).
 - Project, region and API come from ``gtc config`` (``vertex.*``), the environment and gcloud's
   configuration, as a target's do, without a staging bucket (jobs do not go through one).
@@ -16,8 +16,10 @@
   endpoint of another GTC_HOME, or ``local[:PORT]`` for this one's. An operation is polled
   from every 5 s (``GTC_VERTEX_POLL_S``: tests against the local endpoint poll faster) up to 30 s.
 
-Jobs on such a cluster are not wired yet: a submit is refused, saying so, before anything is
-made. ``VertexBackends`` routes each call of the ``vertex`` backend to one of the two, by the
+Jobs go through the cluster's login node (``vertex_login.py``): the ``slurm`` backend's own
+methods over it (host, job_launch, job_container, jobs_root, work_dir, partitions), the
+scheduler's calls over SSH too (``login.jobs: ssh``) or through the Slurm Job API (``api``:
+``vertex_clusters/slurm_api.SlurmJobApi``). ``VertexBackends`` routes each call of the ``vertex`` backend to one of the two, by the
 spec it is given (node pools or not) or the runtime a create left.
 """
 
@@ -26,22 +28,27 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..exceptions import ActionNotSupported, CloudApiError, GtcError, SpecError
+from ..exceptions import CloudApiError, CommandError, GtcError, SpecError
 from ..slurm.parse import NodeStatus
 from ..spec import machines
 from ..spec.cluster import ClusterSpec
 from ..spec.vertex_cluster import is_training_cluster
-from .base import Backend, ClusterStatus, JobLaunch, Progress
+from . import vertex_login
+from .base import Backend, ClusterStatus, JobLaunch, PartitionLayout, Progress, no_progress
 
-JOBS_COME_NEXT = ("jobs on Vertex AI training clusters come next (through the cluster's Slurm Job API, or over SSH "
-                  "to its login node); for now submit to a local or attached cluster, or to a Vertex target "
-                  "(CustomJobs)")
 _KIND = "training_cluster"  # runtime["kind"]: what routes a runtime-only call to this backend
 
 
 class VertexTrainingBackend(Backend):
     name = "vertex"
     attaches = False  # created, scaled and deleted by us
+    stands_in = True  # a notebook's local spec of its name runs on it as it is (``ClusterService.apply``)
+
+    def __init__(self, home):
+        super().__init__(home)
+        from .slurm import SlurmBackend
+
+        self.slurm = SlurmBackend(home)  # whose methods reach the login node
 
     def problems(self) -> list[str]:
         import importlib.util
@@ -72,7 +79,15 @@ class VertexTrainingBackend(Backend):
         progress(f"creating training cluster {spec.name} in {client.parent}")
         client.wait(operation, f"create training cluster {spec.name}", progress,
                     context=request_context(spec.to_vertex(), spec.name))  # a stockout's message names zones
-        progress(f"training cluster {spec.name} is {_state(client.get(spec.name))}")
+        cluster = client.get(spec.name)
+        login = getattr(spec, "login", None)
+        runtime.update(login_pool=spec.slurm.login_node_pool_id,
+                       jobs=(login and login.jobs) or vertex_login.default_jobs(),
+                       login_section=login.model_dump(mode="json", exclude_none=True) if login else {})
+        if vertex_login.attach(self.slurm, spec.name, runtime, cluster, self.ssh_config(), progress):
+            progress(f"jobs go through login node {runtime['login']['ssh']['host']} "
+                     f"({'the Slurm Job API' if runtime['jobs'] == 'api' else 'over SSH'})")
+        progress(f"training cluster {spec.name} is {_state(cluster)}")
 
     def status(self, spec: ClusterSpec, runtime: dict[str, Any]) -> ClusterStatus:
         details = {k: runtime.get(k) for k in ("project", "region", "api_endpoint") if runtime.get(k)}
@@ -83,7 +98,9 @@ class VertexTrainingBackend(Backend):
         except (CloudApiError, GtcError) as e:
             return ClusterStatus(False, [], details, str(e))
         state = cluster.get("clusterStatus") or {}
-        details |= {"vertex_state": state.get("state"), "vertex_name": cluster.get("name")}
+        details |= {"vertex_state": state.get("state"), "vertex_name": cluster.get("name"),
+                    "login_node": vertex_login.login_instance(cluster, runtime.get("login_pool")) or "(none reported)",
+                    "jobs": runtime.get("jobs")}
         if state.get("detail"):
             details["vertex_detail"] = state["detail"]
         error = state.get("error")
@@ -93,6 +110,14 @@ class VertexTrainingBackend(Backend):
         # Each node's drain reason is its newest drain event's: nodesStatus carries none.
         nodes = with_drain_reasons(_nodes(spec, state.get("nodesStatus") or []),
                                    EventLog(self.home, runtime["cluster_id"]).merge(cluster))
+        login = vertex_login.login_runtime(self, runtime, retry=False)
+        if login is None:
+            details["login_problem"] = runtime.get("login_problem")
+        else:
+            try:
+                nodes = _with_vertex(self.commands(runtime).nodes(), nodes)  # Slurm's states, drains, GPUs
+            except CommandError as e:
+                details["login_problem"] = f"Slurm did not answer through the login node: {e}"
         return ClusterStatus(True, nodes, details, problem)
 
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
@@ -100,12 +125,21 @@ class VertexTrainingBackend(Backend):
         for pool in new.node_pools:
             if pool.node_count != old.pool(pool.id).node_count:
                 client.scale(runtime["cluster_id"], pool.id, pool.node_count, progress)
+        login = vertex_login.login_runtime(self, runtime, retry=False)
+        if login is not None:  # Slurm's partitions as the login node now reads them
+            from .slurm import _read_partitions
+
+            login["partitions"] = _read_partitions(self.slurm.commands(login))
 
     def delete(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         """Delete the training cluster, if it was ours (its create accepted). Idempotent."""
         cluster_id = runtime.get("cluster_id")
         if not cluster_id:
             return
+        login = vertex_login.login_runtime(self, runtime, retry=False)
+        if login is not None:
+            self.slurm.delete(vertex_login.login_spec(runtime), login, no_progress)  # its shared connection
+        vertex_login.forget(runtime)
         try:
             _client(runtime, self.home).delete(cluster_id, progress)
         except CloudApiError as e:
@@ -145,49 +179,60 @@ class VertexTrainingBackend(Backend):
         client.report_faulty_node(runtime["cluster_id"], node, reasons, progress)
         progress(f"reported {node}: Vertex replaces it (its events show when: gtc cluster events {spec.name})")
 
-    # -- jobs: not yet ---------------------------------------------------------------------
+    # -- jobs: through the login node (vertex_login.py) -------------------------------------
+
+    def ssh_config(self) -> str | None:
+        from ..state import config
+
+        return config.load(self.home).get("vertex.ssh_config")
+
+    def vertex_cluster(self, runtime: dict[str, Any]) -> dict[str, Any]:
+        return _client(runtime, self.home, timeout_s=10.0).get(runtime["cluster_id"])
+
+    def _login(self, runtime: dict[str, Any]):
+        """The login node's attach spec and ``slurm`` runtime; ``LoginUnreachable`` where it does not answer."""
+        login = vertex_login.login_runtime(self, runtime)
+        return vertex_login.login_spec(runtime), login
+
+    def host(self, runtime: dict[str, Any]):
+        return self.slurm.host(self._login(runtime)[1])
 
     def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
-        return {}
+        login = vertex_login.login_runtime(self, runtime, retry=False)
+        return self.slurm.client_env(login) if login is not None else {}
 
-    def commands(self, runtime: dict[str, Any]) -> "NoJobsYet":
-        return NoJobsYet()
+    def commands(self, runtime: dict[str, Any]):
+        _, login = self._login(runtime)
+        if runtime.get("jobs", "ssh") == "ssh":
+            return self.slurm.commands(login)
+        try:
+            from ..vertex_clusters.slurm_api import SlurmJobApi
+        except ImportError:
+            raise GtcError(f"cluster {runtime['cluster_id']}: login.jobs is api, and this jupyter_gtc has no Slurm "
+                           f"Job API client; set login.jobs: ssh in the cluster's spec") from None
+        return SlurmJobApi(_client(runtime, self.home), runtime["cluster_id"], self.slurm.host(login))
+
+    def jobs_root(self, cluster: str, runtime: dict[str, Any]) -> str:
+        return self.slurm.jobs_root(cluster, self._login(runtime)[1])
+
+    def partitions(self, spec: ClusterSpec, runtime: dict[str, Any]) -> list[PartitionLayout]:
+        login = vertex_login.login_runtime(self, runtime, retry=False)
+        if login is None:  # the spec's, until Slurm is reached
+            return super().partitions(spec, runtime)
+        return self.slurm.partitions(vertex_login.login_spec(runtime), login)
 
     def job_launch(self, spec: Any, runtime: dict[str, Any], script: str, variables: dict[str, str],
                    python_env: Any) -> JobLaunch:
-        raise GtcError(f"cluster {spec.name}: {JOBS_COME_NEXT}")
+        return self.slurm.job_launch(*self._login(runtime), script, variables, python_env)
+
+    def job_container(self, spec: Any, runtime: dict[str, Any], request: Any, launch: JobLaunch, job_dir, work_dir):
+        return self.slurm.job_container(*self._login(runtime), request, launch, job_dir, work_dir)
 
     def min_poll_interval(self, runtime: dict[str, Any]) -> float:
-        return 5.0  # a get per poll counts against Vertex's per-minute read quota
-
-
-class NoJobsYet:
-    """``SlurmCommands``' surface for a training cluster until its Slurm Job API is wired: no
-    jobs of ours are on it, and a submit says what comes next."""
-
-    def submit(self, *args: Any, **kwargs: Any) -> str:
-        raise GtcError(JOBS_COME_NEXT)
-
-    def queue(self) -> list:
-        return []
-
-    def finished_jobs(self, offset: int = 0, unseen: list[str] | None = None) -> tuple[list, int]:
-        return [], offset
-
-    def nodes(self) -> list:
-        return []
-
-    def cancel(self, job_ids: list[str]) -> None:
-        raise ActionNotSupported("vertex", "cancel", ",".join(job_ids), JOBS_COME_NEXT)
-
-    def requeue(self, job_id: str) -> None:
-        raise ActionNotSupported("vertex", "requeue", job_id, JOBS_COME_NEXT)
-
-    def hold(self, job_id: str) -> None:
-        raise ActionNotSupported("vertex", "hold", job_id, JOBS_COME_NEXT)
-
-    def release(self, job_id: str) -> None:
-        raise ActionNotSupported("vertex", "release", job_id, JOBS_COME_NEXT)
+        login = vertex_login.login_runtime(self, runtime, retry=False)
+        if login is not None and runtime.get("jobs", "ssh") == "ssh":
+            return self.slurm.min_poll_interval(login)
+        return 5.0  # a call per poll counts against Vertex's per-minute quota
 
 
 def resolve(home) -> dict[str, Any]:
@@ -256,6 +301,8 @@ def _nodes(spec: ClusterSpec, statuses: list[dict[str, Any]]) -> list[NodeStatus
     out = []
     for node in statuses:
         pool_id = node.get("nodePoolId") or ""
+        if pool_id and pool_id == spec.slurm.login_node_pool_id:
+            continue  # the login node runs no jobs: it is the status' login_node
         pool = pools.get(pool_id)
         machine = machines.lookup(pool.machine_spec.machine_type) if pool else None
         parts = tuple(p.id for p in spec.slurm.partitions if pool_id in p.node_pool_ids)
@@ -264,6 +311,15 @@ def _nodes(spec: ClusterSpec, statuses: list[dict[str, Any]]) -> list[NodeStatus
                               0, 0, 0, 0, gpus, 0,
                               extra={"pool": pool_id, "physical_host": node.get("physicalHost") or ""}))
     return out
+
+
+def _with_vertex(slurm: list[NodeStatus], vertex: list[NodeStatus]) -> list[NodeStatus]:
+    """Slurm's nodes, each with its pool, host and Vertex's state where Vertex names it alike."""
+    import dataclasses
+
+    by_name = {n.name: n for n in vertex}
+    return [dataclasses.replace(n, extra={**n.extra, **({**by_name[n.name].extra, "vertex_state": by_name[n.name].state}
+                                                        if n.name in by_name else {})}) for n in slurm]
 
 
 class VertexBackends(Backend):

@@ -27,7 +27,7 @@ from ..backends.base import Backend, ClusterStatus, NotApplied, PartitionLayout,
 from ..health.checks import FAIL, WARN
 from ..exceptions import ClusterBusy, ClusterNotFound, GtcError, SpecError, SpecErrors
 from ..spec.attach import AttachSpec
-from ..spec.cluster import ClusterSpec, parse_cluster_spec, spec_differences
+from ..spec.cluster import ClusterSpec, spec_differences
 from ..state import ClusterRecord, Store
 from .operations import Operation, Operations
 
@@ -151,7 +151,7 @@ class ClusterService:
             return self.create(spec, backend, progress)
         record = self.store.get_cluster(spec.name)
         if (record.backend != backend and isinstance(spec, ClusterSpec)
-                and get_backend(record.backend, self.home, record.spec).attaches):
+                and get_backend(record.backend, self.home, record.spec).stands_in):
             cluster = self.get(spec.name)
             _check_fits(cluster, spec)
             progress(f"cluster {spec.name} is attached ({record.backend}): used as it is")
@@ -166,7 +166,7 @@ class ClusterService:
                 raise SpecError(", ".join(different), spec.name, f"cluster {spec.name} is attached with other "
                                                                  f"settings; detach it and attach it again")
             return self.get(spec.name)
-        current = parse_cluster_spec(record.spec)
+        current = impl.parse_spec(record.spec)  # a training cluster's has its login section
         resized = current
         for pool in spec.compute_pools():
             if pool.id in {p.id for p in current.compute_pools()}:
@@ -236,7 +236,7 @@ class ClusterService:
         if impl.attaches:
             raise GtcError(f"cluster {name} is attached (backend {record.backend}): jupyter_gtc never resizes a "
                            f"cluster it did not create; its admins do")
-        old = parse_cluster_spec(record.spec)
+        old = impl.parse_spec(record.spec)
         pool_ids = [p.id for p in old.compute_pools()]
         if pool not in pool_ids:
             raise SpecError("pool", pool, f"compute pools of {name}: {', '.join(pool_ids)}")

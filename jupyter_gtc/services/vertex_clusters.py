@@ -204,6 +204,10 @@ class VertexTrainingClusters:
                 nodes.append({"nodePoolId": pool.id, "nodeState": state, "instanceName": node,
                               # a replaced node is new hardware: its host's name says which
                               "physicalHost": f"local/{node}/{replaced.get(node, 0)}"})
+        if spec.slurm.login_node_pool_id:  # how a client reaches the jobs: over SSH, by this instance name
+            login = spec.slurm.login_node_pool_id
+            nodes.append({"nodePoolId": login, "instanceName": f"{cluster.name}-{login}-0",
+                          "nodeState": "RUNNING" if cluster.state in ("RUNNING", "SCALING") else "PROVISIONING"})
         cluster_status: dict[str, Any] = {"state": STATES.get(cluster.state, cluster.state), "nodesStatus": nodes}
         if cluster.problem:
             cluster_status["detail"] = cluster.problem

@@ -56,6 +56,9 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         re.compile(r"[^\s]+"), "an image URI, without spaces"),
     Key("vertex.machine_type", "a Vertex AI job's machine type when it names none", MACHINE_TYPE_RE,
         VALID_MACHINE_TYPE),
+    Key("vertex.ssh_config", "the ssh config whose Host entries reach training clusters' login nodes by instance "
+        "name, as `gcloud compute config-ssh` writes them (default: ssh's own, ~/.ssh/config)",
+        re.compile(r"/[^\n\0]*"), "an absolute path of an ssh config file"),
 )}
 
 

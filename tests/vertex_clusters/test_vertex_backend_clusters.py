@@ -1,7 +1,7 @@
 """``--backend vertex`` with a cluster spec: ``api.create_cluster(spec, backend="vertex")``
 creates a Vertex AI training cluster (progress lines from its operation), ``get_cluster`` shows
 Vertex's state and nodes, ``scale_cluster`` patches its pools, ``delete_cluster`` deletes it;
-a job on it is refused, saying what comes next.
+a job on it is refused where its login node cannot be reached (test_training_cluster_jobs.py runs them).
 
 Vertex AI is the local endpoint, run on a second GTC_HOME: it serves training clusters as local
 clusters in its own state store, which would otherwise hold this test's record of the same name.
@@ -76,7 +76,8 @@ def test_create_describe_scale_and_delete_a_training_cluster_through_the_vertex_
 
     with pytest.raises(GtcError) as refused:
         api.submit_job("vxdemo", "#!/bin/bash\nhostname\n")
-    assert "jobs on Vertex AI training clusters come next" in str(refused.value)
+    # Its login node (in nodesStatus) has no entry in ssh's config here: refused, saying how to reach it.
+    assert "login node vxdemo-login-0" in str(refused.value) and "vertex.ssh_config" in str(refused.value)
 
     lines.clear()
     cluster = api.scale_cluster("vxdemo", "a3", 3, progress=lines.append)

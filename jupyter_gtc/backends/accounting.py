@@ -76,7 +76,8 @@ def layout(root: Path, cluster: str, runtime: dict[str, Any], dbd_addr: str, slu
     return AccountingLayout(root=root, dbd_host=runtime["hostname"], dbd_addr=dbd_addr, dbd_port=ports["dbd_port"],
                             db_port=0, slurm_user=slurm_user, munge_socket=munge_socket,
                             db_user=f"slurm_{plain}", db_name=f"acct_{plain}",
-                            relay_port=ports.get("relay_port"))  # none in a cluster made before relays
+                            relay_port=ports.get("relay_port"),  # none in a cluster made before relays
+                            jwt_key=runtime.get("jwt_key"))  # slurmrestd's token for accounting (slurm_rest.py)
 
 
 def start(acct: AccountingLayout, home: Path, cluster: str, env: dict[str, str], progress) -> None:

@@ -47,7 +47,7 @@ from ..slurm.render import (
     render_health_check, render_job_submit_lua, render_slurm_conf, render_task_prolog,
 )
 from ..spec.cluster import ClusterSpec, NodePool, ProvisioningModel
-from . import accounting, daemons, hosts, local_scale, local_wait, netns, owned, storage, supervisor
+from . import accounting, daemons, hosts, local_scale, local_wait, netns, owned, slurm_rest, storage, supervisor
 from . import cluster_files as files
 from .base import Backend, ClusterStatus, NotApplied, Progress
 from .local_nodes import LocalNodes
@@ -230,6 +230,7 @@ class LocalBackend(LocalNodes, Backend):
         # First: the nodes stopping below are no crashes. SIGTERM, which it dies of at once: one
         # killed outright may stay a zombie for a while (reparented), which the stop waits for.
         daemons.stop(supervisor.LABEL, run, grace=5, uid=uid)
+        daemons.stop(slurm_rest.LABEL, run, uid=uid)  # the Slurm Job API's, where one was started
         # Slurm's commands read the cluster's slurm.conf, which names plugins to load: only its own user runs them.
         if uid == os.geteuid() and daemons.find("slurmctld", run, uid=uid):
             progress("cancelling jobs")
@@ -445,6 +446,8 @@ class LocalBackend(LocalNodes, Backend):
         if runtime.get("live_scale"):  # room in slurmctld's node table for nodes a scale adds (local_scale.py)
             extra.update(MaxNodeCount=str(MAX_NODES), TreeWidth="65533",
                          SlurmdPort=str(runtime["live_scale"]["slurmd_port"]))
+        if spec.local.slurm_rest_api:  # before the accounting layout: it reads the key's path from runtime
+            extra.update(slurm_rest.jwt_conf(root, runtime))
         if _keeps_accounting(runtime):
             extra.update(accounting_slurm_conf(self._accounting_layout(spec.name, runtime)),
                          **spec.slurm.accounting.slurm_conf())

@@ -266,6 +266,8 @@ class AccountingLayout:
     # Where slurmctld and clients reach slurmdbd through the cluster's relay (dbd_relay.py:
     # without it each message waits 40 ms for a delayed ACK); None: at dbd_port itself.
     relay_port: int | None = None
+    # The cluster's JWT key, where it serves Slurm's REST API (backends/slurm_rest.py); None: munge only.
+    jwt_key: str | None = None
 
 
 def render_slurmdbd_conf(layout: AccountingLayout, db_password: str) -> str:
@@ -289,6 +291,7 @@ def render_slurmdbd_conf(layout: AccountingLayout, db_password: str) -> str:
         f"StorageUser={layout.db_user}",
         f"StoragePass={db_password}",
         f"StorageLoc={layout.db_name}",
+        *([f"AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={layout.jwt_key}"] if layout.jwt_key else []),
     ]) + "\n"
 
 

@@ -246,6 +246,10 @@ class LocalOptions(_Model):
     supervisor_window: float = Field(default=600.0, gt=0, le=86400)
     """Seconds over which a node's remediations count against their limits (3 restarts, 1
     reimage, 1 replace); when none is left the supervisor gives up on the node."""
+    slurm_rest_api: bool = False
+    """Let Slurm's REST API (slurmrestd, JWT) act on the cluster: a JWT key in its folder and
+    ``AuthAltTypes=auth/jwt`` (``backends/slurm_rest.py``). The local Vertex endpoint sets it on
+    the training clusters it creates, for their Slurm Job API (``callSlurmRestApi``)."""
 
 
 class ClusterSpec(_Model):

@@ -25,6 +25,7 @@ from ..health.ladder import DONE, REPORTED_REASON
 from ..spec.cluster import ClusterSpec, parse_cluster_spec
 from ..spec.vertex_cluster import check_cluster_id
 from .clusters import ClusterService
+from .vertex_slurm_rest import SlurmJobApi
 
 BACKEND = "local"
 _TYPE = "type.googleapis.com/google.cloud.aiplatform.v1beta1."
@@ -73,6 +74,7 @@ class VertexTrainingClusters:
         self.clusters = clusters
         self.operations: dict[str, tuple[Any, str, str | None]] = {}  # name -> (work, metadata type, cluster)
         self._lock = threading.Lock()
+        self.slurm_api = SlurmJobApi(clusters)  # callSlurmRestApi: a slurmrestd per cluster, at its first call
 
     # -- the methods -----------------------------------------------------------------------
 
@@ -82,6 +84,8 @@ class VertexTrainingClusters:
                                   "(?modelDevelopmentClusterId=ID)")
         check_cluster_id(cluster_id, "modelDevelopmentClusterId")
         spec = parse_cluster_spec(body, display_name=cluster_id)
+        # With a JWT key: its Slurm Job API (callSlurmRestApi) is slurmrestd's (backends/slurm_rest.py).
+        spec = spec.model_copy(update={"local": spec.local.model_copy(update={"slurm_rest_api": True})})
         operation = self.clusters.start_create(spec, BACKEND)  # checked and recorded (CREATING) before this answers
         return self._operation(f"{parent}/modelDevelopmentClusters/{cluster_id}", operation,
                                "CreateModelDevelopmentClusterOperationMetadata", cluster_id)
@@ -130,6 +134,7 @@ class VertexTrainingClusters:
 
     def delete(self, parent: str, cluster_id: str) -> dict[str, Any]:
         self._ours(cluster_id)
+        self.slurm_api.stop(cluster_id)  # (the local delete stops a slurmrestd left by another process)
         operation = self.clusters.start_delete(cluster_id)
         return self._operation(f"{parent}/modelDevelopmentClusters/{cluster_id}", operation,
                                "DeleteOperationMetadata", None)
@@ -159,6 +164,19 @@ class VertexTrainingClusters:
         commands.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={why[:200]}"])
         return self._operation(f"{parent}/modelDevelopmentClusters/{cluster_id}", _Done(),
                                "ReportFaultyNodesOperationMetadata", None)
+
+    def call_slurm_rest_api(self, parent: str, cluster_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Vertex's Slurm Job API: Slurm's REST API v0.0.42 in Google's envelope, answered by the
+        cluster's slurmrestd as this endpoint's user (``services/vertex_slurm_rest.py``)."""
+        cluster = self._ours(cluster_id)
+        if cluster.state != "RUNNING":
+            raise ClusterBusy(cluster_id, f"cluster {cluster_id} is {STATES.get(cluster.state, cluster.state)}; its "
+                                          f"Slurm Job API answers when it is RUNNING", cluster.state)
+        return self.slurm_api.call(cluster, body)
+
+    def close(self) -> None:
+        """Stop the slurmrestd daemons this endpoint started (the endpoint is stopping)."""
+        self.slurm_api.close()
 
     def get_operation(self, parent: str, cluster_id: str, op: str) -> dict[str, Any]:
         name = f"{parent}/modelDevelopmentClusters/{cluster_id}/operations/{op}"

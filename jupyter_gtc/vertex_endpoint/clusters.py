@@ -21,9 +21,12 @@ CLUSTER_ROUTES = [
     ("PATCH", re.compile(_CLUSTER), "patch_training_cluster"),
     ("DELETE", re.compile(_CLUSTER), "delete_training_cluster"),
     ("POST", re.compile(_CLUSTER + r":reportFaultyNodes"), "report_faulty_nodes"),
+    ("POST", re.compile(_CLUSTER + r":callSlurmRestApi"), "call_slurm_rest_api"),
     ("GET", re.compile(_CLUSTER + r"/operations/(?P<op>[^/]+)"), "get_training_cluster_operation"),
 ]
-TAKES_BODY = {"create_training_cluster", "patch_training_cluster", "report_faulty_nodes"}
+TAKES_BODY = {"create_training_cluster", "patch_training_cluster", "report_faulty_nodes", "call_slurm_rest_api"}
+# Vertex takes callSlurmRestApi requests under 1 MB: a bigger one is refused before its body is read.
+SMALL_BODY = {re.compile(r".*/modelDevelopmentClusters/[^/:]+:callSlurmRestApi"): 1024 * 1024}
 TAKES_QUERY = {"create_training_cluster", "list_training_clusters", "patch_training_cluster"}
 
 
@@ -58,6 +61,14 @@ class ClusterMethods:
 
     def report_faulty_nodes(self, body: dict[str, Any], parent: str, cluster_id: str) -> dict[str, Any]:
         return self._clusters.report_faulty_nodes(parent, cluster_id, body)
+
+    def call_slurm_rest_api(self, body: dict[str, Any], parent: str, cluster_id: str) -> dict[str, Any]:
+        return self._clusters.call_slurm_rest_api(parent, cluster_id, body)
+
+    def close_training_clusters(self) -> None:
+        """The slurmrestd daemons the Slurm Job API started: stopped with the endpoint."""
+        if self._training_clusters is not None:
+            self._training_clusters.close()
 
     def get_training_cluster_operation(self, parent: str, cluster_id: str, op: str) -> dict[str, Any]:
         return self._clusters.get_operation(parent, cluster_id, op)

@@ -128,6 +128,11 @@ class Handler(GuardedHandler):
         length = self.body_length()
         if length is None:
             return
+        for pattern, most in clusters.SMALL_BODY.items():
+            if pattern.fullmatch(url.path) and length > most:
+                self.refuse(400, "INVALID_ARGUMENT", f"a request of {length} bytes is over the {most} bytes (1 MB) "
+                                                     f"this method takes; send less (stage big files on the cluster)")
+                return
         body = self.rfile.read(length)
         # A token put in the path (as a URL of old had it) is never repeated: not in the log, not in an answer.
         path = url.path.replace(self.server.token, "…") if self.server.token else url.path
@@ -244,6 +249,7 @@ def serve(cluster: str, port: int, host: str = "127.0.0.1", token: str | None = 
         record.unlink(missing_ok=True)
         server.server_close()
         server.endpoint.close_endpoints()  # the models it deployed: their replicas would hold nodes for nothing
+        server.endpoint.close_training_clusters()  # the slurmrestd daemons of their Slurm Job API
         storage.stop()
 
 

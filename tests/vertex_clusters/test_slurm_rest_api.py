@@ -1,0 +1,198 @@
+"""Vertex AI's Slurm Job API (``:callSlurmRestApi``) as the local Vertex endpoint serves it: Slurm's
+REST API v0.0.42 in Google's envelope, answered by a real slurmrestd (22.05, v0.0.38, JWT) in
+front of a training cluster the endpoint created, translated both ways (slurm/rest_v42.py).
+
+Raw HTTP, as Google's own Slurm Job API sample calls it. One endpoint and one training cluster
+(2 nodes, accounting on) for the module. No request may leave the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+import requests
+
+import jupyter_gtc
+from jupyter_gtc import api
+from jupyter_gtc.backends import slurm_rest
+from jupyter_gtc.spec.cluster import load_cluster_spec
+from jupyter_gtc.vertex_clusters.client import TrainingClusters
+from tests.conftest import sleep_until, small_gpu_spec
+from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.slurm
+
+EXAMPLE = Path(jupyter_gtc.__file__).parent / "examples" / "clusters" / "local-a3.yaml"
+PARENT = "projects/local-project/locations/us-central1"
+CLUSTER = "vxrest"
+
+
+@pytest.fixture(scope="module")
+def endpoint(slurm_available):
+    with pytest.MonkeyPatch.context() as env:
+        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
+        env.setenv("NO_PROXY", "127.0.0.1,localhost")
+        env.setenv("no_proxy", "127.0.0.1,localhost")
+        host = api.create_cluster(small_gpu_spec("vxrhost", nodes=1))  # the cluster the endpoint serves jobs on
+        endpoint = api.start_vertex_endpoint(host.name)
+        try:
+            client = TrainingClusters("local-project", "us-central1", api_endpoint=endpoint.api_endpoint,
+                                      poll_s=0.2, max_poll_s=1.0)
+            client.create(CLUSTER, load_cluster_spec(EXAMPLE).to_vertex())  # accounting on: the default
+            yield endpoint
+        finally:
+            if CLUSTER in [c.name for c in api.list_clusters(with_status=False)]:
+                api.delete_cluster(CLUSTER)
+            api.delete_cluster(host.name)
+
+
+def call(endpoint, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    """Slurm's (status, answer) through callSlurmRestApi; the envelope itself must be a 200."""
+    request = {"method": f"HTTP_METHOD_{method}", "path": path, **({"body": body} if body is not None else {})}
+    answer = requests.post(f"{endpoint.api_endpoint}/v1beta1/{PARENT}/modelDevelopmentClusters/{CLUSTER}"
+                           ":callSlurmRestApi", json=request, timeout=120)
+    assert answer.status_code == 200, answer.text
+    envelope = answer.json()
+    return envelope["status"], json.loads(envelope["body"])
+
+
+def job(endpoint, job_id: int) -> dict:
+    status, answer = call(endpoint, "GET", f"/slurm/v0.0.42/job/{job_id}")
+    assert status == 200, answer
+    return answer["jobs"][0]
+
+
+def submit(endpoint, script: str, **fields) -> int:
+    status, answer = call(endpoint, "POST", "/slurm/v0.0.42/job/submit", {"job": {"script": script, **fields}})
+    assert status == 200 and not answer["errors"], answer
+    return answer["job_id"]
+
+
+def test_a_two_node_job_runs_and_its_state_and_exit_code_come_back_in_v0042_shapes(endpoint, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("restjob")
+    job_id = submit(endpoint, "#!/bin/bash\nsrun hostname\necho \"greeting=$GREETING\"\nexit 3\n",
+                    name="rest2", minimum_nodes=2, tasks=2, current_working_directory=str(folder),
+                    environment=["PATH=/usr/bin:/bin", "GREETING=hello there"],
+                    time_limit={"set": True, "infinite": False, "number": 5})
+    assert sleep_until(lambda: job(endpoint, job_id)["job_state"] == ["FAILED"], timeout=60), job(endpoint, job_id)
+    done = job(endpoint, job_id)
+    assert done["exit_code"]["status"] == ["ERROR"]
+    assert done["exit_code"]["return_code"] == {"set": True, "infinite": False, "number": 3}
+    assert done["node_count"] == {"set": True, "infinite": False, "number": 2}
+    assert done["time_limit"] == {"set": True, "infinite": False, "number": 5}
+    out = (folder / f"slurm-{job_id}.out").read_text().splitlines()
+    assert len([line for line in out if not line.startswith("greeting=")]) == 2, out  # one line per node's task
+    assert "greeting=hello there" in out  # the environment list reached the job
+
+    status, queue = call(endpoint, "GET", "/slurm/v0.0.42/jobs/")
+    assert status == 200 and job_id in [j["job_id"] for j in queue["jobs"]]
+    assert all(isinstance(j["job_state"], list) for j in queue["jobs"])
+
+    def accounted() -> dict | None:
+        status, answer = call(endpoint, "GET", f"/slurmdb/v0.0.42/job/{job_id}")
+        return answer["jobs"][0] if status == 200 and answer.get("jobs") else None
+
+    assert sleep_until(accounted, timeout=60)
+    record = accounted()
+    assert record["state"]["current"] == ["FAILED"]
+    assert record["exit_code"]["status"] == ["ERROR"] and record["exit_code"]["return_code"]["number"] == 3, record["exit_code"]
+
+
+def test_delete_cancels_a_running_job(endpoint, tmp_path_factory):
+    job_id = submit(endpoint, "#!/bin/bash\nsleep 600\n", name="restlong", minimum_nodes=1,
+                    current_working_directory=str(tmp_path_factory.mktemp("restlong")),
+                    environment=["PATH=/usr/bin:/bin"])
+    assert sleep_until(lambda: job(endpoint, job_id)["job_state"] == ["RUNNING"], timeout=60), job(endpoint, job_id)
+    status, answer = call(endpoint, "DELETE", f"/slurm/v0.0.42/job/{job_id}")
+    assert status == 200 and not answer["errors"], answer
+    assert sleep_until(lambda: job(endpoint, job_id)["job_state"] == ["CANCELLED"], timeout=60), job(endpoint, job_id)
+
+
+def test_nodes_and_partitions_come_back_in_v0042_shapes(endpoint):
+    status, answer = call(endpoint, "GET", "/slurm/v0.0.42/nodes/")
+    assert status == 200
+    nodes = {n["name"]: n for n in answer["nodes"]}
+    assert set(nodes) == {"a3-0", "a3-1"}, sorted(nodes)
+    for node in nodes.values():
+        assert isinstance(node["state"], list) and node["state"][0] in ("IDLE", "MIXED", "ALLOCATED"), node["state"]
+        assert "state_flags" not in node
+    status, answer = call(endpoint, "GET", "/slurm/v0.0.42/partitions/")
+    assert status == 200
+    part = next(p for p in answer["partitions"] if p["name"] == "a3")
+    assert part["partition"]["state"] == ["UP"] and part["nodes"]["total"] == 2
+    status, answer = call(endpoint, "GET", "/slurm/v0.0.42/ping/")
+    assert status == 200 and answer["pings"][0]["responding"] is True
+
+
+def test_a_field_v0038_cannot_express_is_refused_naming_it_and_no_job_is_made(endpoint):
+    status, before = call(endpoint, "GET", "/slurm/v0.0.42/jobs/")
+    status, answer = call(endpoint, "POST", "/slurm/v0.0.42/job/submit",
+                          {"job": {"script": "#!/bin/bash\ntrue\n", "name": "refused", "oom_kill_step": 1,
+                                   "environment": ["PATH=/bin"], "current_working_directory": "/tmp"}})
+    assert status == 400
+    assert "job.oom_kill_step" in answer["errors"][0]["description"], answer
+    status, answer = call(endpoint, "POST", "/slurm/v0.0.42/job/submit",
+                          {"job": {"script": "#!/bin/bash\ntrue\n", "tres_per_job": "cpu=4",
+                                   "environment": ["PATH=/bin"], "current_working_directory": "/tmp"}})
+    assert status == 400 and "job.tres_per_job" in answer["errors"][0]["description"], answer
+    status, after = call(endpoint, "GET", "/slurm/v0.0.42/jobs/")
+    assert "refused" not in [j["name"] for j in after["jobs"]]
+    assert len(after["jobs"]) == len(before["jobs"])
+    status, answer = call(endpoint, "GET", "/slurm/v0.0.42/reservations/")  # a path not served: Slurm's 404
+    assert status == 404 and answer["errors"][0]["error"] == "Unable to find requested URL"
+
+
+def test_a_request_over_1_mb_is_refused(endpoint):
+    big = {"method": "HTTP_METHOD_POST", "path": "/slurm/v0.0.42/job/submit",
+           "body": {"job": {"script": "#!/bin/bash\n" + "#" * (1024 * 1024), "environment": ["PATH=/bin"]}}}
+    answer = requests.post(f"{endpoint.api_endpoint}/v1beta1/{PARENT}/modelDevelopmentClusters/{CLUSTER}"
+                           ":callSlurmRestApi", json=big, timeout=60)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["status"] == "INVALID_ARGUMENT" and "1 MB" in answer.json()["error"]["message"]
+
+
+# Another local user (run as gtc-test): refused before the body is read without the endpoint's
+# token (403) or with a wrong one (401), whatever the body would have asked.
+AS_ANOTHER_USER = """
+import json, socket, sys
+port, path = int(sys.argv[1]), sys.argv[2]
+def announce(headers):  # headers only: the answer must come before any of the body
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(("POST %s HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nContent-Type: application/json\\r\\n%s"
+               "Content-Length: 1000\\r\\n\\r\\n" % (path, port, headers)).encode())
+    answer = b""
+    while chunk := s.recv(65536):
+        answer += chunk
+    s.close()
+    return int(answer.decode(errors="replace").split()[1])
+print(json.dumps({"none": announce(""), "wrong": announce("Authorization: Bearer nope\\r\\n")}))
+"""
+
+
+def test_another_local_user_without_the_token_is_refused_before_the_body(endpoint, normal_user):
+    path = f"/v1beta1/{PARENT}/modelDevelopmentClusters/{CLUSTER}:callSlurmRestApi"
+    ran = subprocess.run(["runuser", "-u", normal_user.name, "--", sys.executable, "-c", AS_ANOTHER_USER,
+                          str(endpoint.port), path], env=normal_user.env(), capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {"none": 403, "wrong": 401}
+
+
+def test_the_cluster_delete_stops_its_slurmrestd(endpoint):
+    folder = str(slurm_rest.rest_folder(Path(os.environ["GTC_HOME"]) / "clusters" / CLUSTER))
+
+    def slurmrestds() -> list[psutil.Process]:  # this cluster's: its socket is in its folder
+        return [p for p in psutil.process_iter(["name", "cmdline"])
+                if p.info["name"] == "slurmrestd" and any(folder in a for a in p.info["cmdline"] or [])]
+
+    call(endpoint, "GET", "/slurm/v0.0.42/ping/")
+    assert slurmrestds()
+    TrainingClusters("local-project", "us-central1", api_endpoint=endpoint.api_endpoint,
+                     poll_s=0.2, max_poll_s=1.0).delete(CLUSTER)
+    assert sleep_until(lambda: not slurmrestds(), timeout=30), [p.info for p in slurmrestds()]

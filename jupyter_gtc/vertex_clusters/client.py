@@ -1,7 +1,8 @@
 """A client of Vertex AI training clusters (``modelDevelopmentClusters``, v1beta1, allow-listed
 projects): create, get, list, patch (and scale, a patch of ``node_pools``), delete and
 ``reportFaultyNodes``, each change a long-running operation polled under ``/v1/`` until done,
-its ``metadata.progressMessage`` passed on as progress lines.
+its ``metadata.progressMessage`` passed on as progress lines; and ``callSlurmRestApi``, one call
+of the cluster's Slurm REST API (``slurm_api.py`` drives jobs with it).
 
 There is no typed client (no proto in google-cloud-aiplatform, no discovery document), so it
 speaks JSON over google-auth's ``AuthorizedSession``, as Google's own Slurm Job API sample does.
@@ -13,12 +14,13 @@ by the connection, ``vertex/guard.py``). Google's errors become ``CloudApiError`
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..exceptions import CloudApiError, GtcError
+from ..exceptions import CloudApiError, CommandError, GtcError
 from ..spec.vertex_cluster import check_cluster_id
 from .errors import cloud_error
 
@@ -143,6 +145,40 @@ class TrainingClusters:
                                {"cluster": cluster_id}, body={"nodeActions": [action]})
         self.wait(operation, what, progress, timeout)
 
+    # -- the Slurm Job API -------------------------------------------------------------------
+
+    def call_slurm_rest_api(self, cluster_id: str, method: str, path: str, body: dict[str, Any] | None = None,
+                            query: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        """One call of the cluster's Slurm REST API through ``:callSlurmRestApi`` (synchronous):
+        ``method`` GET, POST or DELETE (or Google's ``HTTP_METHOD_*``), ``path`` Slurm's own
+        (``/slurm/v0.0.42/jobs/``), ``query`` added to it (a list's items joined by commas).
+        Returns Slurm's status and its answer: the ``body`` string parsed, or ``structuredBody``.
+        Google's errors are ``CloudApiError``s (``errors.py``); a Slurm status of 400 or more is a
+        ``SlurmApiError`` naming Slurm's own error text and the path."""
+        verb = _SLURM_METHODS.get(method.upper().removeprefix("HTTP_METHOD_"))
+        if verb is None:
+            raise GtcError(f"method: {method!r} is not valid; GET, POST or DELETE")
+        if not path.startswith("/"):
+            raise GtcError(f"path: {path!r} is not valid; Slurm's REST path, as /slurm/v0.0.42/jobs/")
+        if query:
+            path += "?" + urllib.parse.urlencode(
+                {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in query.items()})
+        request: dict[str, Any] = {"method": verb, "path": path}
+        if body is not None:
+            request["body"] = body
+        size = len(json.dumps(request).encode())
+        if size > MAX_SLURM_REQUEST_BYTES:  # Google refuses it (INVALID_ARGUMENT): say why before sending
+            raise GtcError(f"Slurm REST API {path}: the request is {size} bytes, over the "
+                           f"{MAX_SLURM_REQUEST_BYTES} the Slurm Job API takes (a script that large goes "
+                           f"through the login node: `jobs: ssh`)")
+        what = f"Slurm REST API {method.upper().removeprefix('HTTP_METHOD_')} {path} on training cluster {cluster_id}"
+        answer = self._call("POST", f"v1beta1/{self.name(cluster_id)}:callSlurmRestApi", what,
+                            {"cluster": cluster_id}, body=request)
+        status, data = slurm_answer(answer)
+        if status >= 400:
+            raise SlurmApiError(verb, path, status, slurm_error_text(data), cluster_id)
+        return status, data
+
     # -- operations and the wire -----------------------------------------------------------
 
     def wait(self, operation: dict[str, Any], what: str, progress: Progress = _quiet,
@@ -184,6 +220,58 @@ class TrainingClusters:
             error = data.get("error") if isinstance(data, dict) else None
             raise cloud_error(error or {"message": answer.text[:500]}, what, self.project, context, answer.status_code)
         return data
+
+
+# Google's enum for the Slurm Job API's method (``HTTP_METHOD_GET``...), by Slurm's verb.
+_SLURM_METHODS = {"GET": "HTTP_METHOD_GET", "POST": "HTTP_METHOD_POST", "DELETE": "HTTP_METHOD_DELETE"}
+# What the Slurm Job API takes in one request (Google: "requests under 1 MB"); 10^6, the
+# stricter reading, so that no request we send is refused for its size.
+MAX_SLURM_REQUEST_BYTES = 1_000_000
+
+
+class SlurmApiError(CommandError):
+    """Slurm answered a call of the Slurm Job API with an error status: ``status`` Slurm's HTTP
+    status, ``stderr`` its own error text (``errors[].error``/``description``), ``argv`` the
+    method and path. A ``CommandError``, as a refused ``scontrol``/``sbatch`` is: the services
+    read Slurm's reason from ``stderr`` the same way (a hold of a finished job, a refused submit)."""
+
+    def __init__(self, method: str, path: str, status: int, text: str, cluster_id: str):
+        self.argv, self.returncode, self.stderr, self.timeout = [method, path], status, text, None
+        self.status, self.path = status, path
+        GtcError.__init__(self, f"Slurm REST API {method.removeprefix('HTTP_METHOD_')} {path} on training cluster "
+                                f"{cluster_id} answered {status}: {text or 'no error text'}")
+
+
+def slurm_answer(answer: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """``callSlurmRestApi``'s answer as (Slurm's status, Slurm's JSON): ``body`` is Slurm's answer
+    as a string, ``structuredBody`` as an object (either may come; text that is not JSON, a
+    proxy's error page, becomes Slurm's error shape holding it)."""
+    try:
+        status = int(answer.get("status") or 0)
+    except (TypeError, ValueError):
+        status = 0
+    data = answer.get("structuredBody")
+    if not isinstance(data, dict):
+        text = answer.get("body") or ""
+        try:
+            data = json.loads(text) if text else {}
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            data = {"errors": [{"error": str(text)[:500]}]}
+    return status, data
+
+
+def slurm_error_text(data: dict[str, Any]) -> str:
+    """Slurm's own words for what went wrong (v0.0.42's ``errors[]``: ``error``, the text of its
+    errno, and ``description``, what the call was doing), each once."""
+    words: list[str] = []
+    for error in data.get("errors") or []:
+        if isinstance(error, dict):
+            words += [str(error[k]) for k in ("error", "description") if error.get(k)]
+        elif error:
+            words.append(str(error))
+    return "; ".join(dict.fromkeys(words))
 
 
 def _field(data: dict[str, Any], camel: str, snake: str) -> Any:

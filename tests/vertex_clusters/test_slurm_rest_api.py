@@ -19,7 +19,6 @@ import requests
 
 import jupyter_gtc
 from jupyter_gtc import api
-from jupyter_gtc.backends import slurm_rest
 from jupyter_gtc.spec.cluster import load_cluster_spec
 from jupyter_gtc.vertex_clusters.client import TrainingClusters
 from tests.conftest import sleep_until, small_gpu_spec
@@ -158,10 +157,10 @@ def test_a_request_over_1_mb_is_refused(endpoint):
 
 
 # Another local user (run as gtc-test): refused before the body is read without the endpoint's
-# token (403) or with a wrong one (401), whatever the body would have asked.
+# token (403) or with a wrong one (401), whatever the body would have asked; with the token, served.
 AS_ANOTHER_USER = """
-import json, socket, sys
-port, path = int(sys.argv[1]), sys.argv[2]
+import http.client, json, socket, sys
+port, token, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def announce(headers):  # headers only: the answer must come before any of the body
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     s.sendall(("POST %s HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nContent-Type: application/json\\r\\n%s"
@@ -171,20 +170,31 @@ def announce(headers):  # headers only: the answer must come before any of the b
         answer += chunk
     s.close()
     return int(answer.decode(errors="replace").split()[1])
-print(json.dumps({"none": announce(""), "wrong": announce("Authorization: Bearer nope\\r\\n")}))
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+c.request("POST", path, body=json.dumps({"method": "HTTP_METHOD_GET", "path": "/slurm/v0.0.42/ping/"}),
+          headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
+r = c.getresponse()
+print(json.dumps({"none": announce(""), "wrong": announce("Authorization: Bearer nope\\r\\n"),
+                  "token": [r.status, json.loads(r.read())]}))
 """
 
 
 def test_another_local_user_without_the_token_is_refused_before_the_body(endpoint, normal_user):
     path = f"/v1beta1/{PARENT}/modelDevelopmentClusters/{CLUSTER}:callSlurmRestApi"
     ran = subprocess.run(["runuser", "-u", normal_user.name, "--", sys.executable, "-c", AS_ANOTHER_USER,
-                          str(endpoint.port), path], env=normal_user.env(), capture_output=True, text=True,
-                         timeout=120)
+                          str(endpoint.port), endpoint.token, path], env=normal_user.env(), capture_output=True,
+                         text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
-    assert json.loads(ran.stdout) == {"none": 403, "wrong": 401}
+    got = json.loads(ran.stdout)
+    assert (got["none"], got["wrong"]) == (403, 401), got
+    status, envelope = got["token"]
+    assert status == 200 and envelope["status"] == 200, got
+    assert json.loads(envelope["body"])["pings"][0]["responding"] is True
 
 
 def test_the_cluster_delete_stops_its_slurmrestd(endpoint):
+    from jupyter_gtc.backends import slurm_rest
+
     folder = str(slurm_rest.rest_folder(Path(os.environ["GTC_HOME"]) / "clusters" / CLUSTER))
 
     def slurmrestds() -> list[psutil.Process]:  # this cluster's: its socket is in its folder

@@ -1,0 +1,111 @@
+"""The v0.0.42 <-> v0.0.38 translation of the local Slurm Job API (slurm/rest_v42.py), alone: the
+answers here are slurmrestd 22.05.8's own, cut down (captured from a local cluster)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jupyter_gtc.slurm import rest_v42
+from jupyter_gtc.slurm.rest_v42 import Refused, answer_42, exit_code_42, request_38
+
+SUBMIT = "/slurm/v0.0.42/job/submit"
+
+
+def submit(job: dict, **top) -> dict:
+    return request_38("POST", SUBMIT, {}, {"job": job, **top})[4]
+
+
+def test_a_submit_moves_the_script_and_turns_each_field_into_v0038s():
+    body = submit({"name": "t", "minimum_nodes": 2, "maximum_nodes": 4, "environment": ["PATH=/bin", "A=b=c"],
+                   "time_limit": {"set": True, "infinite": False, "number": 30}, "tres_per_node": "gres/gpu:h100:8",
+                   "tres_per_task": "gres/gpu:1", "memory_per_node": {"set": True, "number": 2048},
+                   "requeue": False, "current_working_directory": "/w"}, script="#!/bin/bash\nsrun true\n")
+    assert body == {"script": "#!/bin/bash\nsrun true\n", "job": {
+        "name": "t", "nodes": "2-4", "environment": {"PATH": "/bin", "A": "b=c"}, "time_limit": 30,
+        "gres": "gpu:h100:8", "gpus_per_task": "1", "memory_per_node": 2048, "no_requeue": True,
+        "current_working_directory": "/w"}}
+    assert submit({"script": "#!/bin/sh\n", "time_limit": {"set": False, "infinite": True}})["job"] == {
+        "time_limit": "UNLIMITED"}
+    assert submit({"script": "#!/bin/sh\n", "tres_per_job": "gres/gpu:4"})["job"] == {"gpus": "4"}
+
+
+@pytest.mark.parametrize("job, field", [
+    ({"oom_kill_step": 1}, "job.oom_kill_step"),
+    ({"tres_per_node": "cpu=4"}, "job.tres_per_node"),
+    ({"user_id": "0"}, "job.user_id"),
+    ({"environment": ["NOEQUALS"]}, "job.environment[0]"),
+    ({"memory_per_cpu": {"infinite": True}}, "job.memory_per_cpu"),
+    ({"minimum_nodes": "2"}, "job.minimum_nodes"),
+])
+def test_a_field_v0038_cannot_carry_is_refused_naming_it(job, field):
+    with pytest.raises(Refused) as refused:
+        submit({"script": "#!/bin/bash\n", **job})
+    assert str(refused.value).startswith(field + ":")
+    body = refused.value.body()
+    assert refused.value.status == 400 and body["errors"][0]["description"].startswith(field)
+
+
+def test_a_submit_without_a_script_or_with_a_het_job_list_is_refused():
+    with pytest.raises(Refused, match="job.script"):
+        submit({"name": "x"})
+    with pytest.raises(Refused, match="^jobs"):
+        request_38("POST", SUBMIT, {}, {"jobs": [{}], "script": "#!/bin/bash\n"})
+
+
+def test_paths_and_queries():
+    assert request_38("DELETE", "/slurm/v0.0.42/job/7", {"signal": "TERM"}, None)[1:4] == (
+        "DELETE", "/slurm/v0.0.38/job/7", {"signal": "TERM"})
+    assert request_38("GET", "/slurmdb/v0.0.42/jobs/", {"users": "root"}, None)[2] == "/slurmdb/v0.0.38/jobs"
+    assert request_38("POST", "/slurm/v0.0.42/job/7", {}, {"hold": False})[4] == {"priority": "INFINITE"}
+    with pytest.raises(KeyError):
+        request_38("GET", "/slurm/v0.0.42/reservations/", {}, None)
+    with pytest.raises(Refused, match="query bogus"):
+        request_38("GET", "/slurm/v0.0.42/jobs/", {"bogus": "1"}, None)
+
+
+META = {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5},
+                                                          "release": "22.05.8"}}
+
+
+def test_a_job_comes_back_with_state_arrays_exit_code_structs_and_number_structs():
+    job = {"job_id": 4, "job_state": "FAILED", "exit_code": 3 << 8, "derived_exit_code": 0, "time_limit": 5,
+           "start_time": 1796426880, "cores_per_socket": None, "node_count": 2}
+    status, out = answer_42("job", 200, json.dumps({"meta": META, "errors": [], "jobs": [job]}))
+    got = out["jobs"][0]
+    assert got["job_state"] == ["FAILED"]
+    assert got["exit_code"] == {"status": ["ERROR"], "return_code": {"set": True, "infinite": False, "number": 3},
+                                "signal": {"id": {"set": False, "infinite": False, "number": 0}, "name": ""}}
+    assert got["time_limit"] == {"set": True, "infinite": False, "number": 5}
+    assert got["cores_per_socket"] == {"set": False, "infinite": False, "number": 0}
+    assert out["meta"]["slurm"]["release"] == "22.05.8"
+    assert exit_code_42(9)["status"] == ["SIGNALED"] and exit_code_42(9)["signal"]["name"] == "KILL"
+    assert exit_code_42(0xFFFFFFFF)["status"] == ["PENDING"]
+
+
+def test_nodes_partitions_accounting_errors_and_text_answers():
+    node = {"name": "a3-0", "state": "idle", "state_flags": ["DRAIN"], "next_state_after_reboot": "invalid",
+            "next_state_after_reboot_flags": [], "free_memory": 100, "boot_time": 0}
+    out = answer_42("nodes", 200, json.dumps({"meta": META, "nodes": [node]}))[1]["nodes"][0]
+    assert out["state"] == ["IDLE", "DRAIN"] and "state_flags" not in out and out["free_mem"]["number"] == 100
+    part = {"name": "a3", "state": "UP", "nodes": "a3-[0-1]", "total_nodes": 2, "max_time_limit": -1,
+            "flags": ["default"]}
+    out = answer_42("partitions", 200, json.dumps({"meta": META, "partitions": [part]}))[1]["partitions"][0]
+    assert out["partition"]["state"] == ["UP"] and out["maximums"]["time"]["infinite"] is True
+    db = {"job_id": 4, "state": {"current": "FAILED", "reason": "None"}, "time": {"limit": 5},
+          "exit_code": {"status": "SUCCESS", "return_code": 0}, "steps": [
+              {"step": {"job_id": 4, "id": "batch"}, "state": "FAILED", "exit_code": {"status": "SUCCESS"}}]}
+    status, out = answer_42("db_job", 200, json.dumps({"meta": META, "jobs": [db]}))
+    rest_v42.correct_db_exit_codes(out, {"4": ("3:0", "0:0"), "4.batch": ("3:0", "")})
+    got = out["jobs"][0]
+    assert got["state"]["current"] == ["FAILED"] and got["steps"][0]["state"] == ["FAILED"]
+    assert got["exit_code"]["status"] == ["ERROR"] and got["exit_code"]["return_code"]["number"] == 3
+    assert got["steps"][0]["exit_code"]["return_code"]["number"] == 3
+    assert rest_v42.exit_code_from_sacct("0:15")["signal"]["name"] == "TERM"
+    status, out = answer_42("submit", 500, json.dumps({"meta": META, "errors": [
+        {"error_code": 2009, "error": "Job script not specified"}]}))
+    assert out["errors"] == [{"description": "", "error_number": 2009, "error": "Job script not specified",
+                              "source": "slurmrestd"}]
+    status, out = answer_42("jobs", 404, b"Unable find requested URL. Please view /openapi/v3 for API reference.")
+    assert status == 404 and out["errors"][0]["description"].startswith("Unable find requested URL")

@@ -11,6 +11,7 @@ declare -A want=(
   [runuser]=util-linux [setfacl]=acl  # tests/non_root.py runs a normal user's cluster as gtc-test
   [sshd]=openssh-server [ssh]=openssh-client  # tests/hosts: a login node over a real sshd (never started as a service)
   [slurmdbd]=slurmdbd [mariadbd]=mariadb-server [mariadb]=mariadb-client  # clusters that keep accounting (sacct)
+  [slurmrestd]=slurmrestd  # the local Vertex endpoint's Slurm Job API (callSlurmRestApi), with the JWT plugin below
   # Containers (tests/containers): podman runs images (crun under it, and under Slurm's oci.conf); mmdebstrap
   # builds the tests' small Debian image from Debian's packages (no container registry is reachable in CI);
   # runc: crun 1.8 refuses hybrid cgroups (v1 + v2 mounted together), which CI machines have. umoci
@@ -21,6 +22,8 @@ missing=()
 for program in "${!want[@]}"; do
   command -v "$program" >/dev/null 2>&1 || missing+=("${want[$program]}")
 done
+# A plugin, not a program: slurmctld and slurmdbd load auth/jwt from Slurm's plugin folder.
+compgen -G "/usr/lib/*/slurm-wlm/auth_jwt.so" >/dev/null || missing+=(slurm-wlm-jwt-plugin)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

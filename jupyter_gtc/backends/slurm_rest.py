@@ -28,7 +28,6 @@ lives in the cluster's 0700 folder. See ``RUN_AS`` below for what is done instea
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import socket
@@ -63,9 +62,29 @@ def write_jwt_key(root: Path) -> Path:
     return key
 
 
+# Where Debian (and Slurm's default PluginDir elsewhere) keeps the auth/jwt plugin.
+JWT_PLUGIN_GLOBS = ("/usr/lib/*/slurm-wlm/auth_jwt.so", "/usr/lib/slurm/auth_jwt.so", "/usr/lib64/slurm/auth_jwt.so",
+                    "/usr/local/lib/slurm/auth_jwt.so")
+
+
+def missing_packages(path: str | None = None) -> list[str]:
+    """The Debian packages the Slurm Job API needs and this machine lacks."""
+    import glob
+    import shutil
+
+    missing = [] if shutil.which("slurmrestd", path=path or _path()) else ["slurmrestd"]
+    if not any(glob.glob(pattern) for pattern in JWT_PLUGIN_GLOBS):
+        missing.append("slurm-wlm-jwt-plugin")
+    return missing
+
+
 def jwt_conf(root: Path, runtime: dict[str, Any]) -> dict[str, str]:
     """slurm.conf's lines for JWT, the key made first; ``runtime`` then names it, so that
-    slurmdbd.conf gets the same lines (``accounting.layout``)."""
+    slurmdbd.conf gets the same lines (``accounting.layout``). None where the packages are
+    missing: slurmctld would not start with an auth type it cannot load, and the Slurm Job API
+    then says what to install."""
+    if missing_packages():
+        return {}
     key = write_jwt_key(root)
     runtime["jwt_key"] = str(key)
     return {"AuthAltTypes": "auth/jwt", "AuthAltParameters": f"jwt_key={key}"}
@@ -140,7 +159,7 @@ class SlurmRestd:
             argv += ["-f", str(self.root / "etc" / "slurm.conf")]
             plain = True  # never in a user namespace: there it would be root, which slurmrestd refuses
         # SLURM_JWT makes auth/jwt its own auth type (slurm_auth.c): it passes each caller's token on.
-        env = {"PATH": self.env.get("PATH", os.environ.get("PATH", "/usr/bin:/bin")), "SLURM_JWT": "daemon"}
+        env = {"PATH": _path(self.env.get("PATH")), "SLURM_JWT": "daemon"}
         log = self.root / "log" / "slurmrestd.log"
         daemons.start(LABEL, [*argv, f"unix:{self.socket_path()}"], self.run, log, env, plain=plain)
         deadline = time.monotonic() + timeout
@@ -199,17 +218,24 @@ class SlurmRestd:
             conn.close()
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    """HTTP over slurmrestd's unix socket."""
+def _UnixConnection(path: str, timeout: float):  # noqa: N802 - reads as the class it makes
+    """HTTP over slurmrestd's unix socket (http.client imported here: every local cluster's
+    import of this module would pay for it)."""
+    import http.client
 
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(self.timeout)
+            self.sock.connect(path)
 
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self._path)
+    return UnixConnection("localhost", timeout=timeout)
+
+
+def _path(path: str | None = None) -> str:
+    """``path`` (this process's PATH by default) with where Debian puts slurmrestd: /usr/sbin is
+    off a normal user's PATH."""
+    return f"{path if path is not None else os.environ.get('PATH', '/usr/bin:/bin')}:/usr/sbin:/sbin"
 
 
 def _short_id(root: Path) -> str:

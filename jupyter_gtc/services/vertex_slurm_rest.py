@@ -74,9 +74,12 @@ class SlurmJobApi:
 
     def _daemon(self, cluster) -> slurm_rest.SlurmRestd:
         if not cluster.runtime.get("jwt_key"):
-            raise ClusterBusy(cluster.name, f"cluster {cluster.name} was made without Slurm's REST API (JWT); the "
-                                            f"local endpoint's Slurm Job API serves the training clusters it created "
-                                            f"(local.slurm_rest_api: true): create it again through the endpoint")
+            missing = slurm_rest.missing_packages()
+            raise ClusterBusy(cluster.name, f"cluster {cluster.name} was made without Slurm's REST API (JWT): "
+                              + (f"this machine lacks {', '.join(missing)} (apt-get install -y {' '.join(missing)}, "
+                                 f"then delete the cluster and create it again)" if missing else
+                                 "the local endpoint's Slurm Job API serves the training clusters it created "
+                                 "(local.slurm_rest_api: true); create it again through the endpoint"))
         with self._lock:
             lock = self._locks.setdefault(cluster.name, threading.Lock())
         with lock:  # one start at a time per cluster

@@ -179,6 +179,14 @@ class VertexTrainingBackend(Backend):
         client.report_faulty_node(runtime["cluster_id"], node, reasons, progress)
         progress(f"reported {node}: Vertex replaces it (its events show when: gtc cluster events {spec.name})")
 
+    def health(self, spec: ClusterSpec, runtime: dict[str, Any], now: bool) -> list:
+        """No run of our checks: they run as the HealthCheckProgram and prolog of a slurm.conf we
+        write, and Vertex writes a training cluster's and runs its own checks in each job's prolog
+        and epilog, replacing a node they fail (README, Vertex AI training clusters). So each
+        node's health row is its state and drain reason alone ("not checked"); its drains and
+        replacements are in the History, and ``report_faulty`` reports one a user judges faulty."""
+        return []
+
     # -- jobs: through the login node (vertex_login.py) -------------------------------------
 
     def ssh_config(self) -> str | None:

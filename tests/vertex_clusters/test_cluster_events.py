@@ -73,6 +73,9 @@ def test_a_node_reported_through_gtc_is_replaced_and_its_drain_and_replacement_j
     before = {n.name: n.extra["physical_host"] for n in api.get_cluster("vxev").nodes}
     assert sorted(before) == ["a3-0", "a3-1"], before
     assert api.cluster_events("vxev") == []  # nothing has happened to its nodes yet
+    # Its health view: each node's state and drain reason; our checks do not run there (Vertex runs its own).
+    assert [(r["node"], r["verdict"]) for r in api.cluster_health("vxev")] == [("a3-0", "not checked"),
+                                                                              ("a3-1", "not checked")]
 
     # A node Vertex does not list is refused, naming the field, the value and the nodes there are.
     code, out = gtc("cluster", "report-faulty", "vxev", "a3-9")

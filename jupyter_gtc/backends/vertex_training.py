@@ -19,8 +19,9 @@
 Jobs go through the cluster's login node (``vertex_login.py``): the ``slurm`` backend's own
 methods over it (host, job_launch, job_container, jobs_root, work_dir, partitions), the
 scheduler's calls over SSH too (``login.jobs: ssh``) or through the Slurm Job API (``api``:
-``vertex_clusters/slurm_api.SlurmJobApi``). ``VertexBackends`` routes each call of the ``vertex`` backend to one of the two, by the
-spec it is given (node pools or not) or the runtime a create left.
+``vertex_clusters/slurm_api.SlurmJobApi``). ``VertexBackends`` routes each call of the
+``vertex`` backend to one of the two, by the spec it is given (node pools or not) or the
+runtime a create left.
 """
 
 from __future__ import annotations

@@ -67,7 +67,9 @@ def test_create_scale_report_faulty_and_delete_a_training_cluster(client):
     cluster = client.create("vxtrain", body(), progress=lines.append)
     assert cluster["name"] == f"{PARENT}/modelDevelopmentClusters/vxtrain"
     assert cluster["clusterStatus"]["state"] == "RUNNING"
-    assert [(n["nodePoolId"], n["nodeState"]) for n in nodes(cluster)] == [("a3", "RUNNING")] * 2
+    assert [(n["nodePoolId"], n["nodeState"]) for n in nodes(cluster)] == \
+        [("a3", "RUNNING")] * 2 + [("login", "RUNNING")]
+    assert nodes(cluster)[-1]["instanceName"] == "vxtrain-login-0"  # the login node, which clients reach over SSH
     # The operation's progressMessage came through as progress lines: the local create's own steps
     # (those seen at each poll; at least its last, once done).
     assert lines[0].startswith("creating training cluster vxtrain") and len(lines) >= 2, lines
@@ -77,7 +79,8 @@ def test_create_scale_report_faulty_and_delete_a_training_cluster(client):
     lines.clear()
     cluster = client.scale("vxtrain", "a3", 3, progress=lines.append)
     assert cluster["clusterStatus"]["state"] == "RUNNING"
-    assert [(n["nodePoolId"], n["nodeState"]) for n in nodes(cluster)] == [("a3", "RUNNING")] * 3
+    assert [(n["nodePoolId"], n["nodeState"]) for n in nodes(cluster)] == \
+        [("a3", "RUNNING")] * 3 + [("login", "RUNNING")]
     assert lines[0] == "scaling pool a3 of vxtrain to 3 node(s)" and len(lines) >= 2, lines
 
     node = nodes(cluster)[1]

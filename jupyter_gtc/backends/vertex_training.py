@@ -158,6 +158,8 @@ class VertexTrainingBackend(Backend):
         if not runtime.get("cluster_id"):
             return []  # its create was never accepted: Vertex has no cluster of ours
         log = EventLog(self.home, runtime["cluster_id"])
+        if (kept := log.recent(5.0)) is not None:
+            return kept  # a get of the last few seconds (the cluster list's) brought them: spare Vertex's quota
         try:
             cluster = _client(runtime, self.home, timeout_s=10.0).get(runtime["cluster_id"])
         except (CloudApiError, GtcError):

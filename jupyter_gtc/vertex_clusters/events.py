@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +27,9 @@ from typing import Any
 from ..slurm.parse import NodeStatus
 
 KEPT = 1000  # events of one cluster kept across polls, the newest: a History, not an archive
+# When this process last merged a poll into each log (time.monotonic()): the sidebar asks for a
+# cluster's events right after listing it, and the list's get already brought them.
+_merged_at: dict[Path, float] = {}
 UP = {"RUNNING", "IDLE", "MIXED", "ALLOCATED"}  # node states with no drain to explain
 
 
@@ -79,6 +83,12 @@ class EventLog:
         """What is kept, oldest first."""
         return self._kept()[1]
 
+    def recent(self, max_age: float) -> list[dict[str, Any]] | None:
+        """What is kept, where this process merged a poll into it in the last ``max_age`` seconds
+        (no need to ask Vertex again); else None."""
+        merged = _merged_at.get(self.path)
+        return self.read() if merged is not None and time.monotonic() - merged < max_age else None
+
     def merge(self, cluster: dict[str, Any]) -> list[dict[str, Any]]:
         """Add the events of ``cluster`` (the resource a get returned) to those kept, once each;
         return them all, oldest first. The file is rewritten only when something was new."""
@@ -90,6 +100,7 @@ class EventLog:
                                 key=lambda r: r["time"]))[-KEPT:]
         if merged != kept or made != create_time:
             self._write({"create_time": create_time, "events": merged})
+        _merged_at[self.path] = time.monotonic()
         return merged
 
     def _kept(self) -> tuple[str | None, list[dict[str, Any]]]:

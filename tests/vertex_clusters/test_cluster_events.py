@@ -100,7 +100,8 @@ def test_a_node_reported_through_gtc_is_replaced_and_its_drain_and_replacement_j
     drain = next(e for e in events if e["event"] == "VM_SLURM_DRAIN")
     assert drain["node"] == "a3-1" and "slow all-reduce" in drain["detail"], drain
     assert [e["time"] for e in events] == sorted(e["time"] for e in events)
-    # Polled again, each event is there once (Google's window overlaps the last poll's).
+    # Polled again (a describe's get), each event is there once (Google's window overlaps the last poll's).
+    api.get_cluster("vxev")
     again = api.cluster_events("vxev")
     keys = [(e["time"], e["node"], e["event"], e["detail"]) for e in again]
     assert len(keys) == len(set(keys)) and again[:len(events)] == events, again
@@ -160,6 +161,8 @@ def test_the_history_keeps_each_event_once_across_polls_and_after_it_left_google
     assert [(e["node"], e["event"], e["detail"]) for e in first] == [
         ("a3-1", "VM_SLURM_DRAIN", "gtc-reported: reported faulty: ecc"), ("a3-1", "VM_REPORT_AND_REPLACEMENT", "new VM")]
     assert first[1]["time"] - first[0]["time"] == pytest.approx(0.5)  # fractions of a second (Google's nanos) kept
+    # Merged a moment ago (a cluster list's get): the History is read without asking Vertex again.
+    assert log.recent(60) == first and EventLog(tmp_path, "other").recent(60) is None
     # The next poll's window overlaps, and the drain has left it (Google keeps the newest 100).
     assert log.merge(cluster("2026-12-04T09:00:00Z", REPLACED, LATER)) == first + history_rows(
         cluster("", LATER)["clusterEvents"])

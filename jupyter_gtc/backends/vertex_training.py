@@ -221,7 +221,8 @@ class VertexTrainingBackend(Backend):
         except ImportError:
             raise GtcError(f"cluster {runtime['cluster_id']}: login.jobs is api, and this jupyter_gtc has no Slurm "
                            f"Job API client; set login.jobs: ssh in the cluster's spec") from None
-        return SlurmJobApi(_client(runtime, self.home), runtime["cluster_id"], self.slurm.host(login))
+        return SlurmJobApi(_client(runtime, self.home), runtime["cluster_id"], self.slurm.host(login),
+                           accounting=login.get("accounting", False))  # as the login node read slurm.conf
 
     def jobs_root(self, cluster: str, runtime: dict[str, Any]) -> str:
         return self.slurm.jobs_root(cluster, self._login(runtime)[1])

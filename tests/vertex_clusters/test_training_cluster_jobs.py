@@ -112,6 +112,35 @@ def test_a_two_node_job_runs_through_the_login_node_its_log_followed_and_its_met
     assert list(metrics["tag"]) == ["loss"] and list(metrics["value"]) == [0.25]
 
 
+def test_a_two_node_job_runs_through_the_slurm_job_api_its_files_through_the_login_node(endpoint, tmp_path):
+    """``login.jobs: api``: sbatch, squeue and scancel are calls of ``:callSlurmRestApi`` (the
+    endpoint's slurmrestd); the job's folder, log and metrics are read through the login node."""
+    import yaml
+
+    own, other = endpoint
+    spec = yaml.safe_load(EXAMPLE.read_text()) | {"display_name": "vxapi"}
+    spec["login"] = _login(other, "vxapi", tmp_path / "jobs", jobs="api")
+    api.create_cluster(spec, backend="vertex")
+    log = other / "vertex" / "requests.log"
+    try:
+        assert api.get_cluster("vxapi").status.details["jobs"] == "api"
+        calls = log.read_text().count(":callSlurmRestApi")
+        job = api.submit_job("vxapi", TWO_NODE_JOB, python_env=None)
+        job.wait(timeout=120)
+        assert job.state == "COMPLETED" and job.exit_code == 0, job.logs()
+        assert sorted(line for line in job.logs().splitlines() if line.startswith("STEP=")) == \
+            ["STEP=a3-0", "STEP=a3-1"]
+        assert str(job.job_dir).startswith(f"{tmp_path}/jobs/vxapi/")
+        assert list(job.metrics()["value"]) == [0.25]
+        assert log.read_text().count(":callSlurmRestApi") > calls  # the submit and the polls went through the API
+        sleeper = api.submit_job("vxapi", "#!/bin/bash\nsleep 300\n", ["--job-name=sleeper"], python_env=None)
+        sleeper.wait_until_running(60)
+        api.cancel_job(sleeper.id, "vxapi")
+        assert sleeper.wait(60).state == "CANCELLED", sleeper
+    finally:
+        api.delete_cluster("vxapi")
+
+
 def test_the_queue_and_cancel_go_through_the_login_node(vxjobs):
     sleeper = api.submit_job("vxjobs", "#!/bin/bash\nsleep 300\n", ["--job-name=sleeper"], python_env=None)
     sleeper.wait_until_running(60)

@@ -79,6 +79,7 @@ def main() -> int:
                                                               job_dir, str(job_dir)))
                 if took is not None:
                     results.setdefault(f"submit: {label}", []).append(took)
+        _post_alone(ways, script, job_dir, args.jobs, results)
         for _ in range(args.jobs):
             for label in ways:
                 took = _timed(ways, label, lambda c: c.queue())
@@ -141,6 +142,26 @@ def _timed(ways: dict, label: str, call) -> float | None:
         ways[label] = None
         return None
     return time.perf_counter() - t0
+
+
+def _post_alone(ways: dict, script: Path, job_dir: Path, jobs: int, results: dict) -> None:
+    """The Slurm Job API's submit without its read of the script through the login node: the
+    POST alone, to say where its time goes."""
+    commands = ways.get("Slurm Job API")
+    if commands is None:
+        return
+    try:
+        from jupyter_gtc.vertex_clusters.job_desc import job_description
+
+        job = job_description(JOB, ["--hold", "--job-name=bench-post"], {}, str(job_dir), str(script), None)
+    except Exception as e:  # noqa: BLE001 - the client's insides may change: the row is left out
+        print(f"the POST alone: left out ({type(e).__name__}: {e})")
+        return
+    for _ in range(jobs):
+        t0 = time.perf_counter()
+        commands.call("POST", "/slurm/v0.0.42/job/submit", {"job": job})
+        results.setdefault("submit: Slurm Job API, its POST alone (no script read)", []).append(
+            time.perf_counter() - t0)
 
 
 def _watch(api, log: Path, window: float) -> list[tuple[str, float, int, int]]:

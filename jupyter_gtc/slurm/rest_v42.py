@@ -31,8 +31,9 @@ ints                                   ``minimum_nodes`` is sbatch's
 ``tres_per_task``: "gres/gpu:1"        ``gpus_per_task``: "1"                only gres/gpu
 ``memory_per_node``/``_cpu``,          ints                                  ``number``; unset -> left out
 ``priority``: {set, infinite, number}
-``hold``: bool                         ``hold``: bool (sbatch -H); release:  hold false -> priority "INFINITE"
-                                       priority INFINITE (scontrol release)
+``hold``: bool                         ``hold``: bool (sbatch -H); false     as it is (false releases a held job)
+                                       releases (as scontrol release)
+``open_mode``: ["APPEND"]              ``open_mode``: "append"               the one word, lower-cased
 ``user_id``, ``group_id``              (jobs run as the caller)              refused
 job ``job_state``: ["RUNNING", ...]    ``job_state``: "RUNNING"              string -> [string]
 job ``exit_code``/``derived_exit_code``  wait status, an int (NO_VAL while    -> {status: [SUCCESS|ERROR|SIGNALED|PENDING],
@@ -105,7 +106,7 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
 # The query parameters passed on, per kind (v0.0.38 takes the same names for these).
 QUERIES = {"jobs": {"update_time"}, "cancel": {"signal"}, "nodes": {"update_time"}, "partitions": {"update_time"},
            "db_jobs": {"users", "start_time", "end_time", "account", "partition", "state", "job_name", "cluster",
-                       "qos", "node"}}
+                       "qos", "node", "step"}}  # step: job ids, as sacct -j (dbv0.0.38 jobs.c takes it too)
 
 
 def request_38(method: str, path: str, query: dict[str, str], body: dict[str, Any] | None
@@ -180,9 +181,10 @@ def job_desc_38(job: dict[str, Any], where: str) -> dict[str, Any]:
         elif key in _BOOLS:
             if not isinstance(value, bool):
                 raise Refused(name, value, "true or false")
-            if key == "hold" and not value:
-                out["priority"] = "INFINITE"  # a release, as `scontrol release` sets it
-            elif key == "requeue" and not value:
+            # hold false passes as it is: v0.0.38 releases a held job with it (tried on 22.05.8:
+            # PENDING JobHeldUser -> None); priority "INFINITE" is "Invalid priority" there and
+            # "TOP" ESLURM_JOB_HELD (slurm_opt.c's arg_set_data_priority)
+            if key == "requeue" and not value:
                 out["no_requeue"] = True
             else:
                 out[key] = value
@@ -190,6 +192,11 @@ def job_desc_38(job: dict[str, Any], where: str) -> dict[str, Any]:
             _int(name, value)
         elif key == "environment":
             out["environment"] = _environment(name, value)
+        elif key == "open_mode":  # v0.0.42: ["APPEND"] (v0.0.42_open_mode); v0.0.38: sbatch's word
+            words = value if isinstance(value, list) else [value]
+            if len(words) != 1 or str(words[0]).upper() not in ("APPEND", "TRUNCATE"):
+                raise Refused(name, value, '["APPEND"] or ["TRUNCATE"]')
+            out["open_mode"] = str(words[0]).lower()
         elif key in ("time_limit", "time_minimum"):
             number = _number(name, value)
             if number is not None:

@@ -113,8 +113,9 @@ def rest_folder(root: Path) -> Path:
 class SlurmRestd:
     """One cluster's slurmrestd: started on demand, its requests sent with a fresh token."""
 
-    def __init__(self, root: Path, commands: Any, user: str, env: dict[str, str]):
+    def __init__(self, root: Path, commands: Any, user: str, env: dict[str, str], accounting: bool = True):
         self.root, self.commands, self.user, self.env = root, commands, user, env
+        self.accounting = accounting  # whether the cluster has slurmdbd: dbv0.0.38 fatals without one
         self.run = root / "run"
         self._token: tuple[str, float] | None = None
 
@@ -135,7 +136,8 @@ class SlurmRestd:
             return
         daemons.stop(LABEL, self.run)  # a dead one's record (or one whose socket went)
         folder = self._folder()
-        argv = ["slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/v0.0.38,openapi/dbv0.0.38", "-t", "4"]
+        plugins = "openapi/v0.0.38" + (",openapi/dbv0.0.38" if self.accounting else "")
+        argv = ["slurmrestd", "-a", "rest_auth/jwt", "-s", plugins, "-t", "4"]
         if os.geteuid() == 0:
             import grp
             import pwd

@@ -64,10 +64,18 @@ class SlurmJobApi:
                 rest_v42.ESLURM_REST_UNKNOWN_URL, "Unable to find requested URL"))
         except rest_v42.Refused as e:
             return _answer(e.status, e.body())
-        target = path38 + (f"?{urllib.parse.urlencode(query38)}" if query38 else "")
         daemon = self._daemon(cluster)
+        if kind in ("db_job", "db_jobs") and not daemon.accounting:
+            return _answer(404, rest_v42.error_body(
+                f"cluster {cluster.name} keeps no accounting (orchestrator_spec.slurm_spec.accounting.enabled is "
+                f"false): /slurmdb/ has nothing to answer; ask /slurm/v0.0.42/job/ID while Slurm remembers the job",
+                "callSlurmRestApi", rest_v42.ESLURM_REST_UNKNOWN_URL, "Unable to find requested URL"))
+        users = query38.pop("users", None) if kind == "db_jobs" else None  # v0.0.38 has no such query
+        target = path38 + (f"?{urllib.parse.urlencode(query38)}" if query38 else "")
         status, raw = daemon.request(method38, target, body38)
         status, answer = rest_v42.answer_42(kind, status, raw)
+        if users is not None:
+            rest_v42.only_users(answer, users)
         if kind in ("db_job", "db_jobs") and answer.get("jobs"):
             rest_v42.correct_db_exit_codes(answer, _sacct_exit_codes(daemon.commands, answer["jobs"]))
         return _answer(status, answer)
@@ -88,7 +96,8 @@ class SlurmJobApi:
                 backend = get_backend(cluster.backend, self.clusters.home)
                 commands = backend.commands(cluster.runtime)
                 root = backend._cluster_dir(cluster.runtime)  # noqa: SLF001 - where the backend keeps it
-                daemon = slurm_rest.SlurmRestd(root, commands, _user(), dict(os.environ))
+                daemon = slurm_rest.SlurmRestd(root, commands, _user(), dict(os.environ),
+                                               accounting=bool(cluster.runtime.get("accounting")))
                 self._daemons[cluster.name] = daemon
             daemon.ensure()
         return daemon

@@ -50,6 +50,10 @@ accounting's exit codes              always SUCCESS, return_code 0, for    from 
                                        any normal exit (22.05's              (``exit_code_from_sacct``)
                                        ``_dump_job_exit_code`` in dbv0.0.38
                                        parse.c tests WIFEXITED first: a bug)
+submit of a held job: its id, no      its id, and ESLURM_JOB_HELD (2042)    that error moved to ``warnings``: the job
+error                                  in ``errors``                         was made
+accounting query ``users``            none (dbv0.0.38 jobs.c has no such    left out; the answer filtered by ``user``
+                                       field: "Unknown Query field")
 ping ``pinged``, ``responding``        ``ping``: "UP", ``status``            renamed
 errors [{description, error_number,    the same, or {error_code, error}      -> v0.0.42's error entry
 error, source}]                        (submit)
@@ -68,6 +72,7 @@ NO_VAL, INFINITE = 0xFFFFFFFF, 0xFFFFFFFE  # slurm.h's NO_VAL and INFINITE
 NO_VAL16, INFINITE16 = 0xFFFF, 0xFFFE
 ESLURM_REST_INVALID_QUERY = 9000  # slurm_errno.h: "Query empty or not RFC7320 compliant"
 ESLURM_REST_UNKNOWN_URL = 9005  # "Unable to find requested URL"
+ESLURM_JOB_HELD = 2042  # "Job is in held state, pending scheduler release"
 
 
 class Refused(Exception):
@@ -289,6 +294,10 @@ def answer_42(kind: str, status: int, raw: bytes | str) -> tuple[int, dict[str, 
     out: dict[str, Any] = {"meta": _meta(data.get("meta") or {}), "errors": [_error(e) for e in data.get("errors") or []],
                            "warnings": data.get("warnings") or []}
     if kind == "submit":
+        if data.get("job_id"):  # made: "held" is news, not a failure (a client would take errors as one)
+            held = [e for e in out["errors"] if e["error_number"] == ESLURM_JOB_HELD]
+            out["errors"] = [e for e in out["errors"] if e not in held]
+            out["warnings"] = list(out["warnings"]) + [{"description": e["error"], "source": e["source"]} for e in held]
         for key in ("job_id", "job_submit_user_msg"):
             if key in data:
                 out[key] = data[key]
@@ -464,6 +473,14 @@ def exit_code_from_sacct(text: str) -> dict[str, Any] | None:
     if int(sig or 0):
         return exit_code_42(int(sig) & 0x7F)
     return exit_code_42(int(code) << 8)
+
+
+def only_users(answer: dict[str, Any], users: str) -> None:
+    """Keep the accounting jobs of ``users`` (a comma-separated list, v0.0.42's ``users`` query,
+    which dbv0.0.38 lacks: its jobs.c takes no such field)."""
+    wanted = {u.strip() for u in users.split(",") if u.strip()}
+    if wanted:
+        answer["jobs"] = [j for j in answer.get("jobs") or [] if j.get("user") in wanted]
 
 
 def correct_db_exit_codes(answer: dict[str, Any], sacct: dict[str, tuple[str, str]]) -> None:

@@ -113,6 +113,25 @@ def test_delete_cancels_a_running_job(endpoint, tmp_path_factory):
     assert sleep_until(lambda: job(endpoint, job_id)["job_state"] == ["CANCELLED"], timeout=60), job(endpoint, job_id)
 
 
+def test_a_held_job_is_released_by_an_update_and_accounting_filters_by_user(endpoint, tmp_path_factory):
+    status, answer = call(endpoint, "POST", "/slurm/v0.0.42/job/submit", {"job": {
+        "script": "#!/bin/bash\ntrue\n", "name": "restheld", "hold": True, "environment": ["PATH=/usr/bin:/bin"],
+        "current_working_directory": str(tmp_path_factory.mktemp("restheld"))}})
+    assert status == 200 and not answer["errors"] and "held" in answer["warnings"][0]["description"], answer
+    job_id = answer["job_id"]
+    assert job(endpoint, job_id)["state_reason"].startswith("JobHeld")
+    status, answer = call(endpoint, "POST", f"/slurm/v0.0.42/job/{job_id}", {"hold": False})
+    assert status == 200 and not answer["errors"], answer
+    assert sleep_until(lambda: job(endpoint, job_id)["job_state"] == ["COMPLETED"], timeout=60), job(endpoint, job_id)
+
+    def listed(users: str) -> list[int] | None:
+        status, answer = call(endpoint, "GET", f"/slurmdb/v0.0.42/jobs/?users={users}")
+        return [j["job_id"] for j in answer["jobs"]] if status == 200 else None
+
+    assert sleep_until(lambda: job_id in (listed("root") or []), timeout=60), listed("root")
+    assert listed("nobody") == []
+
+
 def test_nodes_and_partitions_come_back_in_v0042_shapes(endpoint):
     status, answer = call(endpoint, "GET", "/slurm/v0.0.42/nodes/")
     assert status == 200
@@ -190,6 +209,23 @@ def test_another_local_user_without_the_token_is_refused_before_the_body(endpoin
     status, envelope = got["token"]
     assert status == 200 and envelope["status"] == 200, got
     assert json.loads(envelope["body"])["pings"][0]["responding"] is True
+
+
+def test_a_cluster_without_accounting_serves_slurm_and_says_why_slurmdb_has_nothing(endpoint):
+    client = TrainingClusters("local-project", "us-central1", api_endpoint=endpoint.api_endpoint,
+                              poll_s=0.2, max_poll_s=1.0)
+    spec = load_cluster_spec(EXAMPLE).to_vertex()
+    spec["nodePools"][0]["scalingSpec"] = {"minNodeCount": 1, "maxNodeCount": 1}
+    spec["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": False}  # ours: the endpoint takes it
+    client.create("vxnoacct", spec)
+    try:
+        url = f"{endpoint.api_endpoint}/v1beta1/{PARENT}/modelDevelopmentClusters/vxnoacct:callSlurmRestApi"
+        ping = requests.post(url, json={"method": "HTTP_METHOD_GET", "path": "/slurm/v0.0.42/ping/"}, timeout=120)
+        assert ping.json()["status"] == 200, ping.text  # slurmrestd started without its accounting plugin
+        jobs = requests.post(url, json={"method": "HTTP_METHOD_GET", "path": "/slurmdb/v0.0.42/jobs/"}, timeout=120)
+        assert jobs.json()["status"] == 404 and "keeps no accounting" in jobs.json()["body"], jobs.text
+    finally:
+        client.delete("vxnoacct")
 
 
 def test_the_cluster_delete_stops_its_slurmrestd(endpoint):

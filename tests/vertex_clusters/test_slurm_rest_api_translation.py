@@ -58,7 +58,7 @@ def test_paths_and_queries():
     assert request_38("DELETE", "/slurm/v0.0.42/job/7", {"signal": "TERM"}, None)[1:4] == (
         "DELETE", "/slurm/v0.0.38/job/7", {"signal": "TERM"})
     assert request_38("GET", "/slurmdb/v0.0.42/jobs/", {"users": "root"}, None)[2] == "/slurmdb/v0.0.38/jobs"
-    assert request_38("POST", "/slurm/v0.0.42/job/7", {}, {"hold": False})[4] == {"priority": "INFINITE"}
+    assert request_38("POST", "/slurm/v0.0.42/job/7", {}, {"hold": False})[4] == {"hold": False}  # a release
     with pytest.raises(KeyError):
         request_38("GET", "/slurm/v0.0.42/reservations/", {}, None)
     with pytest.raises(Refused, match="query bogus"):
@@ -107,5 +107,9 @@ def test_nodes_partitions_accounting_errors_and_text_answers():
         {"error_code": 2009, "error": "Job script not specified"}]}))
     assert out["errors"] == [{"description": "", "error_number": 2009, "error": "Job script not specified",
                               "source": "slurmrestd"}]
+    status, out = answer_42("submit", 200, json.dumps({"meta": META, "job_id": 5, "step_id": "BATCH", "errors": [
+        {"error_code": 2042, "error": "Job is in held state, pending scheduler release"}]}))
+    assert out["job_id"] == 5 and out["step_id"] == "batch" and out["errors"] == []
+    assert out["warnings"][0]["description"].startswith("Job is in held state")
     status, out = answer_42("jobs", 404, b"Unable find requested URL. Please view /openapi/v3 for API reference.")
     assert status == 404 and out["errors"][0]["description"].startswith("Unable find requested URL")

@@ -68,9 +68,9 @@ def job_description(script: str, options: list[str], env: Mapping[str, str] | No
     if work_dir is not None and "current_working_directory" not in job:
         job["current_working_directory"] = str(work_dir)
     job["environment"] = _environment(state.export, dict(env or {}))
-    if script_args or script_path:
+    if script_args:
         # argv[0] is slurmstepd's to set (the script's path on the node): ours is a placeholder.
-        job["argv"] = [script_path or "job.sbatch", *(script_args or [])]
+        job["argv"] = [script_path or "job.sbatch", *script_args]
     job["script"] = script
     return job
 

@@ -64,11 +64,15 @@ class SlurmJobApi:
         job = job_description(text, options, env, None if work_dir is None else str(work_dir), str(script),
                               script_args)
         answer = self.call("POST", f"{SLURM}/job/submit", {"job": job})
-        check_errors(answer, "job submit")
         job_id = answer.get("job_id")
-        if job_id is None:
-            raise SlurmError(f"job submit: Slurm's answer has no job_id: {str(answer)[:300]}")
-        return str(job_id)
+        if job_id:
+            # A job id means the job exists, whatever else the answer lists: 24.11 lists a held or
+            # waiting job's code (ESLURM_JOB_HELD, _NODES_BUSY, ...: ``nonfatal_errors`` in
+            # openapi/slurmctld/jobs.c) as a warning, 22.05 as an error. Raising would let the
+            # caller remove the folder of a job that runs.
+            return str(job_id)
+        check_errors(answer, "job submit")
+        raise SlurmError(f"job submit: Slurm's answer has no job_id: {str(answer)[:300]}")
 
     def queue(self, reader: Any = None) -> list[JobStatus]:
         """Every job slurmctld knows, finished ones included (for MinJobAge): one call.

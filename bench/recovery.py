@@ -16,8 +16,14 @@
 3. Where the restarted job's seconds went before its first new step, from the job's own log:
    the recipe's ``startup`` line (recipes/startup.py: launch, imports, rendezvous, data, model,
    checkpoint, first step), medians over every supervised restart.
+4. ``--setups injob``: a restart inside the job against a requeue, the same program both ways
+   (examples/injob_regression.py, data parallel over 2 nodes of a 3-node supervised cluster,
+   a snapshot every 5 steps, a disk checkpoint every 20): rank 1's node crashed; seconds from
+   the fault to the first new step, and the processes started again. Requeued: every process
+   is new and reads the disk checkpoint. In the job (``jupyter_gtc.resume.in_job``, a warm
+   spare a node, ``--no-kill``): the survivor keeps its process and a spare takes the lost rank.
 
-    .venv/bin/python bench/recovery.py [--rounds 1] [--minutes 10] [--every 2] [--setups supervised]
+    .venv/bin/python bench/recovery.py [--rounds 1] [--minutes 10] [--every 2] [--setups supervised injob]
 
 ``--setups supervised --minutes 4`` is the smallest run (a few minutes): Slurm's defaults take
 minutes of waiting per fault; without them the "x Slurm" column is left out.
@@ -48,7 +54,63 @@ SETUPS = {
     "defaults": ("Slurm alone, its defaults (300 s, 120 s)", False, 4, {"slurmd_timeout": 300, "cred_expire": 120}),
     "slurmonly": ("Slurm alone, local (30 s, 10 s)", False, 2, {}),
     "supervised": ("with the supervisor", True, 2, {}),
+    "injob": ("in the job, against a requeue", True, 3, {}),  # measured by injob_rows, not faults
 }
+INJOB_FLAGS = "--steps 1000000 --snapshot_every 5 --checkpoint_every 20 --step_delay 0.05"
+# One program both ways; only how the job meets a fault differs.
+INJOB_SCRIPTS = {
+    "requeue": ("requeued (a new attempt, new processes)", "--requeue", 1, "", 0),
+    "injob": ("in the job (a warm spare a node, --no-kill)", "--requeue --no-kill", 2, "--no-kill --kill-on-bad-exit=0 ",
+              2),
+}
+
+
+def injob_script(way: str) -> str:
+    _, sbatch, per_node, srun, spares = INJOB_SCRIPTS[way]
+    return f"""#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node={per_node} {sbatch}
+head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
+port=$(python -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+export GTC_LIGHTHOUSE="$head:$port" OMP_NUM_THREADS=1
+python -m jupyter_gtc.lighthouse "$port" &
+srun {srun}--distribution=cyclic python -m jupyter_gtc.examples.injob_regression --spares {spares} {INJOB_FLAGS}
+"""
+
+
+def injob_first_step(text: str, way: str) -> bool:
+    """Whether the log shows the first step after the fault: the one after the snapshot the
+    job's next generation resumed from (in the job), or after the disk checkpoint the requeued
+    attempt resumed from."""
+    if way == "injob":
+        found = re.search(r"^in-job restart: .* resumes from step (\d+)$", text, re.M)
+        after = text[found.end():].partition("generation 1:")[2] if found else ""
+    else:
+        text = text.partition("(requeued)")[2]
+        found = re.search(r"^resuming from \S+/step-\d+ \(step (\d+)\)$", text, re.M)
+        after = text[found.end():] if found else ""
+    return found is not None and f"step {int(found.group(1)) + 1}/" in after
+
+
+def injob_rows(api, cluster: str) -> dict[str, tuple[float, int]]:
+    """Each way once: seconds from the crash of rank 1's node to the first new step, and how many
+    processes started again."""
+    started = re.compile(r"^started: process \d+ pid \d+ on (\S+):", re.M)
+    rank1 = re.compile(r"^generation 0: rank 1 of \d+ is process \d+ pid \d+ on (\S+),", re.M)
+    measured = {}
+    for way in INJOB_SCRIPTS:
+        job = api.submit_job(cluster, injob_script(way))
+        wait(lambda: steps_in(log(job)) > 25 and rank1.search(log(job)) is not None, 300)  # past a disk checkpoint
+        before = len(started.findall(log(job)))
+        began = time.time()
+        api.inject_fault(cluster, rank1.search(log(job)).group(1), "crash")
+        first = wait(lambda: injob_first_step(log(job), way), 300)
+        measured[way] = (first - began, len(started.findall(log(job))) - before)
+        print(f"measured: {way}: first new step after {measured[way][0]:.1f} s, {measured[way][1]} new processes",
+              flush=True)
+        job.cancel().wait(120)
+        heal(api, cluster, [], supervised=True)
+    return measured
+
 
 
 def spec(name: str, supervisor: bool, nodes: int = 2, local: dict | None = None) -> dict:
@@ -201,17 +263,27 @@ def main() -> int:
     parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=list(SETUPS),
                         help="which detection setups to measure (default: all)")
     args = parser.parse_args()
-    if "supervised" not in args.setups:
-        parser.error(f"--setups {' '.join(args.setups)}: must include supervised (the goodput run needs it)")
+    if "supervised" not in args.setups and args.minutes > 0:
+        parser.error(f"--setups {' '.join(args.setups)}: must include supervised (the goodput run needs it; "
+                     f"--minutes 0 leaves it out)")
     home = os.environ["GTC_HOME"] = tempfile.mkdtemp(prefix="gtc-bench-")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from jupyter_gtc import api
 
     kinds = ["crash", "partition"]
     rows = {}
+    injob = {}
+    goodput = None
     try:
         for name, (_, supervised, nodes, local) in SETUPS.items():
             if name not in args.setups:
+                continue
+            if name == "injob":
+                api.create_cluster(spec(name, supervised, nodes, local))
+                for _ in range(args.rounds):
+                    for way, figures in injob_rows(api, name).items():
+                        injob.setdefault(way, []).append(figures)
+                api.delete_cluster(name)
                 continue
             api.create_cluster(spec(name, supervised, nodes, local))
             for _ in range(args.rounds):
@@ -222,16 +294,18 @@ def main() -> int:
                     print(f"measured: {name} {fault}: " + ", ".join(f"{x:.1f}" for x in measured), flush=True)
             if not supervised:
                 api.delete_cluster(name)
-        goodput, timeline = goodput_run(api, "supervised", args.minutes, args.every)
+        if args.minutes > 0:
+            goodput, timeline = goodput_run(api, "supervised", args.minutes, args.every)
     finally:
         for c in api.list_clusters(with_status=False):
             api.delete_cluster(c.name)
         shutil.rmtree(home, ignore_errors=True)
 
-    print(f"a node fault under llama-pretrain (tiny, 1 node, checkpoint every 20 steps), {args.rounds} round(s) "
-          "each (medians), seconds from the fault")
-    print(f"{'fault':<10} {'detection':<42} {'to DOWN':>8} {'job again':>10} {'first step':>11} {'x Slurm':>8}")
-    for fault in kinds:
+    if rows:
+        print(f"a node fault under llama-pretrain (tiny, 1 node, checkpoint every 20 steps), {args.rounds} round(s) "
+              "each (medians), seconds from the fault")
+        print(f"{'fault':<10} {'detection':<42} {'to DOWN':>8} {'job again':>10} {'first step':>11} {'x Slurm':>8}")
+    for fault in kinds if rows else []:
         base = statistics.median(r[2] for r in rows["defaults", fault]) if ("defaults", fault) in rows else None
         for name, (label, *_) in SETUPS.items():
             if (name, fault) not in rows:
@@ -240,6 +314,18 @@ def main() -> int:
             down, again, first = (statistics.median(r[i] for r in measured) for i in range(3))
             ratio = f"{first / base:>8.2f}" if base else f"{'-':>8}"
             print(f"{fault:<10} {label:<42} {down:>8.1f} {again:>10.1f} {first:>11.1f} {ratio}")
+    if injob:
+        print()
+        print(f"a restart inside the job against a requeue: examples/injob_regression.py on 2 nodes, rank 1's node "
+              f"crashed, {args.rounds} round(s) (medians), seconds from the fault")
+        print(f"{'way':<46} {'first new step':>15} {'x requeue':>10} {'new processes':>14}")
+        base = statistics.median(r[0] for r in injob["requeue"])
+        for way, (label, *_) in INJOB_SCRIPTS.items():
+            first = statistics.median(r[0] for r in injob[way])
+            new = statistics.median(r[1] for r in injob[way])
+            print(f"{label:<46} {first:>15.1f} {first / base:>10.2f} {new:>14g}")
+    if goodput is None:
+        return 0
     print()
     print(f"goodput of {args.minutes:g} minutes of llama-pretrain, a fault on its node every {args.every:g} minutes "
           "(crash, partition in turn; supervised)")

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..exceptions import SpecError
+from ..exceptions import CommandError, SpecError
 from ..slurm.sbatch import read_sbatch_options
 from ..spec.job import sbatch_directives
 
@@ -36,13 +36,18 @@ JOBS_SSH = ("Slurm's REST API has no field for it; set `jobs: ssh` for this clus
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class OptionRefused(SpecError):
-    """An option that the REST API cannot carry: nothing was submitted."""
+class OptionRefused(SpecError, CommandError):
+    """An option (or script line) the REST API cannot carry: nothing was submitted. A
+    ``SpecError`` (the request's mistake, 400) that is also the ``CommandError`` a refused
+    sbatch is, so that the submit path removes the job's folder it made and says why
+    (``services/submit.py`` catches ``CommandError``)."""
 
     def __init__(self, option: str, value: str | None, why: str = JOBS_SSH):
-        shown = f"--{option}" if value is None else f"--{option}={value}"
-        super().__init__(f"--{option}", shown, why)
-        self.args = (f"{shown}: not submitted through the Slurm Job API: {why}",)
+        shown = option if value is None or option.startswith("#") else f"{option}={value}"
+        message = f"{shown}: not submitted through the Slurm Job API: {why}"
+        self.field, self.value, self.expected = option, shown, why  # SpecError's
+        self.argv, self.returncode, self.stderr, self.timeout = ["callSlurmRestApi", shown], 2, message, None
+        Exception.__init__(self, message)  # each base's own __init__ would write its own message
 
 
 def job_description(script: str, options: list[str], env: Mapping[str, str] | None = None,
@@ -53,8 +58,8 @@ def job_description(script: str, options: list[str], env: Mapping[str, str] | No
     environment, in ``work_dir`` unless an option chooses (``--chdir``), ``script_args`` as its
     ``"$@"``. Raises ``OptionRefused`` (a ``SpecError``) for an option with no REST field."""
     if any(line.startswith("#PBS") for line in _header(script)):
-        raise SpecError("script", "#PBS", "sbatch reads #PBS lines, Slurm's REST API does not: write them as "
-                                          "#SBATCH lines, or set `jobs: ssh` for this cluster")
+        raise OptionRefused("#PBS", None, "sbatch reads a script's #PBS lines, Slurm's REST API does not: write "
+                                          "them as #SBATCH lines, or set `jobs: ssh` for this cluster")
     pairs = read_sbatch_options(sbatch_directives(script) + list(options))
     job: dict[str, Any] = {}
     state = _Gathered()
@@ -62,7 +67,7 @@ def job_description(script: str, options: list[str], env: Mapping[str, str] | No
         handler = _HANDLERS.get(name)
         if handler is None:
             why = CONTAINER_REFUSAL if name.startswith("container-") else _REFUSED.get(name, JOBS_SSH)
-            raise OptionRefused(name, value, why)
+            raise OptionRefused(f"--{name}", value, why)
         handler(job, state, name, value)
     _finish_tres(job, state)
     if work_dir is not None and "current_working_directory" not in job:
@@ -199,7 +204,7 @@ def _nodes(job: dict, state: _Gathered, name: str, value: str | None) -> None:
     text = _required(name, value).strip()
     found = re.fullmatch(r"(\d+)(?:-(\d+))?", text)
     if not found:
-        raise OptionRefused(name, value, "a node count (2) or range (2-4) is what the REST submit takes here; "
+        raise OptionRefused(f"--{name}", value, "a node count (2) or range (2-4) is what the REST submit takes here; "
                                          "other forms (a list, a :step) go through `jobs: ssh`")
     job["minimum_nodes"] = int(found.group(1))
     job["maximum_nodes"] = int(found.group(2) or found.group(1))
@@ -267,7 +272,7 @@ def _gres_flags(job: dict, state: _Gathered, name: str, value: str | None) -> No
     words = {"enforce-binding": "GRES_BINDING_ENFORCED", "disable-binding": "GRES_BINDING_DISABLED"}
     word = words.get(_required(name, value).lower())
     if word is None:
-        raise OptionRefused(name, value, "enforce-binding and disable-binding are what the REST submit carries "
+        raise OptionRefused(f"--{name}", value, "enforce-binding and disable-binding are what the REST submit carries "
                                          "(as job flags); other gres flags go through `jobs: ssh`")
     _flag(word)(job, state, name, value)
 
@@ -326,9 +331,10 @@ def _when(field: str) -> Handler:
     def handle(job: dict, state: _Gathered, name: str, value: str | None) -> None:
         seconds = _epoch(_required(name, value))
         if seconds is None:
-            raise OptionRefused(name, value, "now, now+N[seconds|minutes|hours|days|weeks] or a UNIX time is what "
-                                             "the REST submit takes (a calendar time is the cluster's local time): "
-                                             "or set `jobs: ssh` for this cluster")
+            raise OptionRefused(f"--{name}", value,
+                                "now, now+N[seconds|minutes|hours|days|weeks] or a UNIX time is what the REST submit "
+                                "takes (a calendar time is the cluster's local time): or set `jobs: ssh` for this "
+                                "cluster")
         job[field] = _no_val(seconds) if field == "begin_time" else seconds
     return handle
 
@@ -356,7 +362,7 @@ def _environment(export: str | None, env: dict[str, str]) -> list[str]:
             elif key in env:
                 variables[key] = env[key]
             else:
-                raise OptionRefused("export", export, f"{key} has no value here: the login node's environment, "
+                raise OptionRefused("--export", export, f"{key} has no value here: the login node's environment, "
                                                       f"which sbatch would take it from, is not the REST API's; "
                                                       f"give it as {key}=VALUE, or set `jobs: ssh` for this cluster")
     variables.update(env)

@@ -121,8 +121,19 @@ def test_an_option_with_no_rest_field_is_refused_naming_it_and_jobs_ssh(option, 
 def test_a_refused_option_in_an_sbatch_line_is_refused_too_and_pbs_lines_are_not_read_silently():
     with pytest.raises(OptionRefused, match="--container-mounts"):
         job_description("#!/bin/bash\n#SBATCH --container-mounts=/data:/data\nsrun true\n", [], {}, "/w")
-    with pytest.raises(SpecError, match="#PBS"):
+    with pytest.raises(OptionRefused, match="#PBS.*`jobs: ssh`"):
         job_description("#!/bin/bash\n#PBS -l nodes=2\nsrun true\n", [], {}, "/w")
+
+
+def test_a_refusal_is_the_command_error_the_submit_path_cleans_up_after():
+    """services/submit.py removes the job's folder on a CommandError and raises JobSubmitError
+    with its stderr: a refusal here must leave no folder behind."""
+    from jupyter_gtc.exceptions import CommandError
+
+    with pytest.raises(CommandError) as refused:
+        job_description("#!/bin/bash\ntrue\n", ["--wait"], {}, "/w")
+    assert isinstance(refused.value, SpecError) and refused.value.http_status == 400
+    assert refused.value.stderr == str(refused.value) and "--wait" in refused.value.argv
 
 
 @pytest.mark.parametrize("option, message", [

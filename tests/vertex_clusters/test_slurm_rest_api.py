@@ -218,27 +218,35 @@ def test_a_cluster_without_accounting_serves_slurm_and_says_why_slurmdb_has_noth
     spec["nodePools"][0]["scalingSpec"] = {"minNodeCount": 1, "maxNodeCount": 1}
     spec["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": False}  # ours: the endpoint takes it
     client.create("vxnoacct", spec)
+    deleted = False
     try:
         url = f"{endpoint.api_endpoint}/v1beta1/{PARENT}/modelDevelopmentClusters/vxnoacct:callSlurmRestApi"
         ping = requests.post(url, json={"method": "HTTP_METHOD_GET", "path": "/slurm/v0.0.42/ping/"}, timeout=120)
         assert ping.json()["status"] == 200, ping.text  # slurmrestd started without its accounting plugin
         jobs = requests.post(url, json={"method": "HTTP_METHOD_GET", "path": "/slurmdb/v0.0.42/jobs/"}, timeout=120)
         assert jobs.json()["status"] == 404 and "keeps no accounting" in jobs.json()["body"], jobs.text
+        assert slurmrestds("vxnoacct")
+        client.delete("vxnoacct")  # the cluster's delete stops its slurmrestd
+        deleted = True
+        assert not slurmrestds("vxnoacct")
     finally:
-        client.delete("vxnoacct")
+        if not deleted:
+            client.delete("vxnoacct")
 
 
-def test_the_cluster_delete_stops_its_slurmrestd(endpoint):
+def slurmrestds(cluster: str) -> list[psutil.Process]:
+    """The slurmrestd of ``cluster`` (its socket is in the cluster's own folder), if running."""
     from jupyter_gtc.backends import slurm_rest
 
-    folder = str(slurm_rest.rest_folder(Path(os.environ["GTC_HOME"]) / "clusters" / CLUSTER))
+    folder = str(slurm_rest.rest_folder(Path(os.environ["GTC_HOME"]) / "clusters" / cluster))
+    return [p for p in psutil.process_iter(["name", "cmdline"])
+            if p.info["name"] == "slurmrestd" and any(folder in a for a in p.info["cmdline"] or [])]
 
-    def slurmrestds() -> list[psutil.Process]:  # this cluster's: its socket is in its folder
-        return [p for p in psutil.process_iter(["name", "cmdline"])
-                if p.info["name"] == "slurmrestd" and any(folder in a for a in p.info["cmdline"] or [])]
+
+def test_the_endpoint_stop_stops_the_slurmrestd_it_started(endpoint):
+    from jupyter_gtc.services import vertex_local
 
     call(endpoint, "GET", "/slurm/v0.0.42/ping/")
-    assert slurmrestds()
-    TrainingClusters("local-project", "us-central1", api_endpoint=endpoint.api_endpoint,
-                     poll_s=0.2, max_poll_s=1.0).delete(CLUSTER)
-    assert sleep_until(lambda: not slurmrestds(), timeout=30), [p.info for p in slurmrestds()]
+    assert slurmrestds(CLUSTER)
+    vertex_local.stop_serving(Path(os.environ["GTC_HOME"]), "vxrhost")  # SIGTERM, as gtc vertex serve gets
+    assert sleep_until(lambda: not slurmrestds(CLUSTER), timeout=30), [p.info for p in slurmrestds(CLUSTER)]

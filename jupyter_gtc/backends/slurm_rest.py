@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import ClusterBusy
+from ..exceptions import ClusterBusy, SlurmError
 from . import daemons
 
 LABEL = "slurmrestd"
@@ -201,8 +201,10 @@ class SlurmRestd:
         return value
 
     def request(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, bytes]:
-        """slurmrestd's (status, body) for one request, as ``user``."""
-        self.ensure()
+        """slurmrestd's (status, body) for one request, as ``user`` (``ensure`` first: the caller
+        starts it, one thread at a time)."""
+        import http.client
+
         data = json.dumps(body).encode() if body is not None else None
         headers = {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token(), "Accept": "application/json"}
         if data is not None:
@@ -216,6 +218,9 @@ class SlurmRestd:
                 raise ClusterBusy(self.root.name, f"slurmrestd's answer to {method} {path} is over "
                                                   f"{MAX_ANSWER} bytes; ask for less (update_time, a job id)")
             return answer.status, raw
+        except (OSError, http.client.HTTPException) as e:  # a slurmrestd gone mid-request
+            raise SlurmError(f"slurmrestd of {self.root.name} did not answer {method} {path.split('?')[0]}: "
+                             f"{type(e).__name__}: {e}; its log: {_tail(self.root / 'log' / 'slurmrestd.log')}") from None
         finally:
             conn.close()
 

@@ -35,6 +35,8 @@ ints                                   ``minimum_nodes`` is sbatch's
                                        releases (as scontrol release)
 ``open_mode``: ["APPEND"]              ``open_mode``: "append"               the one word, lower-cased
 ``user_id``, ``group_id``              (jobs run as the caller)              refused
+``argv`` (the script's arguments)      ``argv``: slurmrestd 22.05.8 makes    refused
+                                       the job, then drops the connection
 job ``job_state``: ["RUNNING", ...]    ``job_state``: "RUNNING"              string -> [string]
 job ``exit_code``/``derived_exit_code``  wait status, an int (NO_VAL while    -> {status: [SUCCESS|ERROR|SIGNALED|PENDING],
 : {status, return_code, signal}        running)                              return_code, signal {id, name}}
@@ -213,9 +215,12 @@ def job_desc_38(job: dict[str, Any], where: str) -> dict[str, Any]:
         elif key in ("tres_per_node", "tres_per_job", "tres_per_task"):
             out.update(_tres(name, key, value))
         elif key == "argv":
-            if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-                raise Refused(name, value, "a list of strings")
-            out["argv"] = value
+            # slurmrestd 22.05.8 makes the job, then closes the connection without an answer on a
+            # submit with argv (tried: ["job.sbatch", "--lr=0.1"] and ["--lr=0.1"]): the caller would
+            # take a job that runs for a failed submit. Refused before it reaches slurmrestd.
+            raise Refused(name, value, "slurmrestd 22.05 (v0.0.38) loses the answer to a submit with argv, "
+                                       "after making the job; pass the script's arguments in the script, or "
+                                       "use `jobs: ssh`")
         elif key in ("user_id", "group_id"):
             raise Refused(name, value, "jobs run as the caller's account (the token's user); leave it out")
         else:

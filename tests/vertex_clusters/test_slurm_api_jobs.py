@@ -131,3 +131,15 @@ def test_an_option_with_no_rest_field_is_refused_and_nothing_is_submitted(slurm_
         slurm_api.submit(folder / "job.sbatch", ["--job-name=apiref"], {}, folder, str(folder))
     assert slurm_api.clusters.calls == before  # refused here, before any call
     assert "apiref" not in [j.name for j in slurm_api.queue()]
+
+
+def test_script_arguments_are_refused_by_the_local_translation_and_no_job_is_made(slurm_api, tmp_path_factory):
+    """argv is the REST API's field for them (24.11 takes it); Debian's slurmrestd 22.05 makes
+    the job and then drops the connection, so the local endpoint refuses it (slurm/rest_v42.py)."""
+    from jupyter_gtc.vertex_clusters.client import SlurmApiError
+
+    folder = job_folder(tmp_path_factory, "apiargs", "#!/bin/bash\necho \"$@\"\n")
+    with pytest.raises(SlurmApiError, match="argv") as refused:
+        slurm_api.submit(folder / "job.sbatch", ["--job-name=apiargs"], {}, folder, str(folder), ["--lr=0.1"])
+    assert refused.value.status == 400
+    assert "apiargs" not in [j.name for j in slurm_api.queue()]

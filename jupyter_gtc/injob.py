@@ -5,7 +5,8 @@ new process, no disk read.
 
     #SBATCH --nodes=2 --ntasks-per-node=2 --no-kill --requeue
     export GTC_LIGHTHOUSE=...; python3 -m jupyter_gtc.lighthouse "$port" &     (jupyter_gtc.lighthouse)
-    srun --no-kill --kill-on-bad-exit=0 python3 train.py
+    srun --no-kill --kill-on-bad-exit=0 --distribution=cyclic python3 train.py ||
+        { rc=$?; [ "$rc" != 75 ] || scontrol requeue "$SLURM_JOB_ID"; exit "$rc"; }
 
     from jupyter_gtc.resume import in_job
 
@@ -36,9 +37,10 @@ for torch.distributed on CPUs (gloo) and GPUs):
   (Gemini's redundant in-memory state, which data parallelism gives for free); the newest one
   among the new members is broadcast over the new group. A disk checkpoint (``checkpoints``)
   is read only where it is newer: the job's first start, or every active rank lost at once.
-- When fewer than ``size`` processes are left, ``in_job`` raises ``InJobFailed``: the process
-  exits non-zero and the job's ``--requeue`` (and the supervisor) take over from the disk
-  checkpoint, as before.
+- When fewer than ``size`` processes are left after ``timeout_s``, every process of the job
+  exits with status 75 (``EXIT_REQUEUE``) and the batch script requeues the job
+  (``scontrol requeue``): ``--no-kill`` stopped Slurm from doing it when the node failed. The
+  next attempt resumes from the disk checkpoint, as a requeued job always did.
 
 Run without a lighthouse or as one process, ``train`` is called once with a world of one.
 Not covered: a hung process that holds the GIL (NVRx kills those from a monitor process);
@@ -58,6 +60,9 @@ from datetime import timedelta
 from typing import Any, Callable
 
 LIGHTHOUSE_ENV = "GTC_LIGHTHOUSE"  # host:port of the job's lighthouse
+# The exit status of every process of a job that cannot carry on in its processes (EX_TEMPFAIL):
+# the batch script requeues the job on it, and the next attempt resumes from the disk checkpoint.
+EXIT_REQUEUE = 75
 SETTLE_S = 0.5  # a generation closes once this long passes without a new member (the dead never come)
 POLL_S = 0.02
 
@@ -87,10 +92,11 @@ class World:
 
 
 class InJob:
-    def __init__(self, *, spares: int | None = None, checkpoints: Any = None, timeout_s: float = 120.0,
+    def __init__(self, *, spares: int | None = None, checkpoints: Any = None, timeout_s: float = 30.0,
                  collective_timeout_s: float = 30.0, max_restarts: int = 10, **stateful: Any):
         """``spares``: how many of the job's processes wait (default ``$GTC_SPARES``, else 0);
         ``checkpoints``: a ``resume.Checkpoints`` read where it is newer than memory;
+        ``timeout_s``: how long a restart waits for enough processes before the job is requeued;
         ``stateful``: objects with ``state_dict``/``load_state_dict`` (model, optimizer...)."""
         self.process = int(os.environ.get("SLURM_PROCID", "0"))
         self.total = int(os.environ.get("SLURM_NTASKS", "1"))
@@ -166,8 +172,7 @@ class InJob:
                 return json.loads(store.compare_set(f"g{g}/members", "", json.dumps(arrived)))
             if now > deadline:
                 raise InJobFailed(f"generation {g}: {count} of the {self.size} processes it needs came within "
-                                  f"{self.timeout_s:g} s (the job's spares are used up); the job ends, and its "
-                                  f"--requeue resumes it from the disk checkpoint")
+                                  f"{self.timeout_s:g} s (the job's spares are used up)")
             time.sleep(POLL_S)
 
     def _wait_for_call(self, g: int) -> int | None:
@@ -179,6 +184,8 @@ class InJob:
                     return called
             if self.store.check(["done"]):
                 return None
+            if self.store.check(["failed"]):
+                raise InJobFailed(f"the job's active ranks could not carry on: {self.store.get('failed').decode()}")
             time.sleep(POLL_S)
 
     def _call(self, g: int) -> None:
@@ -197,6 +204,16 @@ class InJob:
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self, train: Callable[[World], Any]) -> Any:
+        try:
+            return self._run(train)
+        except InJobFailed as e:
+            print(f"in-job restart: process {self.process} cannot carry on ({e}); it exits with status "
+                  f"{EXIT_REQUEUE} and the job is requeued", flush=True)
+            if self.store is not None and self.rank is not None:
+                self.store.compare_set("failed", "", str(e)[:500])  # the waiting spares end too
+            raise SystemExit(EXIT_REQUEUE) from None
+
+    def _run(self, train: Callable[[World], Any]) -> Any:
         if self.total == 1 or not os.environ.get(LIGHTHOUSE_ENV):
             if self.checkpoints is not None:
                 self._restore_disk()
@@ -273,11 +290,11 @@ class InJob:
 
 
 def in_job(train: Callable[[World], Any], *, spares: int | None = None, checkpoints: Any = None,
-           **stateful: Any) -> Any:
+           timeout_s: float = 30.0, **stateful: Any) -> Any:
     """Run ``train(world)`` on the job's active ranks, again in the same processes after a
     fault (see the module's text). Returns what ``train`` returned (None on a spare that was
     never called)."""
-    return InJob(spares=spares, checkpoints=checkpoints, **stateful).run(train)
+    return InJob(spares=spares, checkpoints=checkpoints, timeout_s=timeout_s, **stateful).run(train)
 
 
 def _is_fault(e: BaseException) -> bool:

@@ -33,7 +33,7 @@ port=$(python -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.g
 export GTC_LIGHTHOUSE="$head:$port" OMP_NUM_THREADS=1
 python -m jupyter_gtc.lighthouse "$port" &
 srun --no-kill --kill-on-bad-exit=0 --distribution=cyclic python -m jupyter_gtc.examples.injob_regression \\
-    --spares 2 --steps 30 --snapshot_every 5 "$@"
+    --steps 30 --snapshot_every 5 "$@" || { rc=$?; [ "$rc" != 75 ] || scontrol requeue "$SLURM_JOB_ID"; exit "$rc"; }
 """
 STARTED = re.compile(r"^started: process (\d+) pid (\d+) on (\S+):", re.M)
 GENERATION = re.compile(r"^generation (\d+): rank (\d+) of 2 is process (\d+) pid (\d+) on (\S+), from step (\d+)$", re.M)
@@ -52,7 +52,7 @@ def test_a_node_crash_is_survived_by_the_processes_left_and_a_warm_spare_with_ea
     from jupyter_gtc import api
 
     go = tmp_path / "go"
-    job = api.submit_job(cluster, SCRIPT, script_args=["--hold_at_step", "13", "--hold_until", str(go)])
+    job = api.submit_job(cluster, SCRIPT, script_args=["--spares", "2", "--hold_at_step", "13", "--hold_until", str(go)])
     # Held after step 13 (its last snapshot: 10), every process started, the spares waiting.
     assert sleep_until(lambda: "step 13/30" in job.logs() and len(STARTED.findall(job.logs())) == 4, 240), \
         job.logs()
@@ -88,3 +88,29 @@ def test_a_node_crash_is_survived_by_the_processes_left_and_a_warm_spare_with_ea
     for step, loss in printed:
         by_step.setdefault(step, set()).add(loss)
     assert [s for s, _ in printed].count("12") == 2 and len(by_step["12"]) == 1, log
+
+
+def test_a_job_whose_spares_are_used_up_is_requeued_and_resumes_from_its_disk_checkpoint_each_step_once(
+        cluster, tmp_path):
+    """--no-kill keeps Slurm from requeueing the job when its node fails; with no spare left the
+    processes give up (status 75) and the batch script requeues it: a new attempt resumes from the
+    disk checkpoint instead of the job ending failed with a node short."""
+    from jupyter_gtc import api
+
+    go = tmp_path / "go"
+    job = api.submit_job(cluster, SCRIPT.replace("--ntasks-per-node=2", "--ntasks-per-node=1"), script_args=[
+        "--spares", "0", "--checkpoint_every", "10", "--join_timeout", "3", "--hold_at_step", "13",
+        "--hold_until", str(go)])
+    assert sleep_until(lambda: "step 13/30" in job.logs(), 240), job.logs()
+    rank1 = {int(rank): node for g, rank, p, pid, node, _ in GENERATION.findall(job.logs())}[1]
+    api.inject_fault(cluster, rank1, "crash")
+    go.write_text("")
+    job.wait(timeout=240)
+    log = job.logs()
+    assert job.state == "COMPLETED", log
+    first, marker, second = log.partition("--- jupyter_gtc: attempt 2 (requeued)")
+    assert marker and "cannot carry on" in first and "exits with status 75" in first, log
+    assert re.search(r"^resuming from \S+/step-00000010 \(step 10\)$", second, re.M), log
+    table = job.metrics()
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else [vars(s) for s in table]
+    assert sorted(r["step"] for r in rows if r["tag"] == "train/loss") == list(range(1, 31)), rows

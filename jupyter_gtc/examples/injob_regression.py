@@ -6,7 +6,11 @@ without a requeue or a new process (``jupyter_gtc.injob``).
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
     export GTC_LIGHTHOUSE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1):$port"
     python3 -m jupyter_gtc.lighthouse "$port" &
-    srun --no-kill --kill-on-bad-exit=0 python3 -m jupyter_gtc.examples.injob_regression --spares 2
+    srun --no-kill --kill-on-bad-exit=0 --distribution=cyclic python3 -m jupyter_gtc.examples.injob_regression \
+        --spares 2 || { rc=$?; [ "$rc" != 75 ] || scontrol requeue "$SLURM_JOB_ID"; exit "$rc"; }
+
+(``--distribution=cyclic`` puts the active ranks on different nodes and a spare beside each;
+status 75: the job's spares are used up, and it is requeued to resume from its disk checkpoint.)
 
 Each process prints one ``started`` line (its imports and model build: paid once per process),
 and one ``generation`` line each time it becomes an active rank. ``--hold_at_step N
@@ -36,6 +40,8 @@ def main() -> None:
     parser.add_argument("--snapshot_every", type=int, default=5, help="steps between in-memory snapshots")
     parser.add_argument("--checkpoint_every", type=int, default=50, help="steps between disk checkpoints")
     parser.add_argument("--step_delay", type=float, default=0.0, help="seconds to sleep per step")
+    parser.add_argument("--join_timeout", type=float, default=30.0,
+                        help="seconds a restart waits for enough processes before the job is requeued")
     parser.add_argument("--hold_at_step", type=int, default=0, help="after this step, wait for --hold_until")
     parser.add_argument("--hold_until", default="", help="a file whose existence ends the hold")
     args = parser.parse_args()
@@ -92,7 +98,8 @@ def main() -> None:
             print(f"final loss {mean.item():.6f}", flush=True)
         return mean.item()
 
-    in_job(train, spares=args.spares, checkpoints=checkpoints, model=model, optimizer=optimizer)
+    in_job(train, spares=args.spares, checkpoints=checkpoints, timeout_s=args.join_timeout, model=model,
+           optimizer=optimizer)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ import pytest
 
 import jupyter_gtc
 from jupyter_gtc import api
+from jupyter_gtc.exceptions import CommandError
 from jupyter_gtc.hosts import LOCAL
+from jupyter_gtc.slurm.commands import state_refusal
 from jupyter_gtc.spec.cluster import load_cluster_spec
 from jupyter_gtc.vertex_clusters.client import TrainingClusters
 from jupyter_gtc.vertex_clusters.job_desc import OptionRefused
@@ -109,6 +111,9 @@ def test_cancel_hold_and_release(slurm_api, tmp_path_factory):
 
     slurm_api.cancel([long])
     assert sleep_until(lambda: state(slurm_api, long) == "CANCELLED"), state(slurm_api, long)
+    with pytest.raises(CommandError) as refused:  # what services/jobs.py turns into JobStateConflict
+        slurm_api.hold(long)
+    assert state_refusal(refused.value), refused.value
     slurm_api.release(held)
     assert sleep_until(lambda: state(slurm_api, held) == "RUNNING"), state(slurm_api, held)
     slurm_api.cancel([held])

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -250,3 +252,45 @@ def test_the_endpoint_stop_stops_the_slurmrestd_it_started(endpoint):
     assert slurmrestds(CLUSTER)
     vertex_local.stop_serving(Path(os.environ["GTC_HOME"]), "vxrhost")  # SIGTERM, as gtc vertex serve gets
     assert sleep_until(lambda: not slurmrestds(CLUSTER), timeout=30), [p.info for p in slurmrestds(CLUSTER)]
+
+
+# A normal user's endpoint: slurmrestd runs as that user (the cluster's SlurmUser, the only account
+# it has; backends/slurm_rest.py says why that is safe), and its jobs run as that user.
+AS_A_NORMAL_USER = """
+import json, os, sys
+from tests.conftest import small_gpu_spec
+from jupyter_gtc import api
+from jupyter_gtc.services.vertex_slurm_rest import SlurmJobApi
+api.create_cluster(small_gpu_spec("rnu", nodes=1, slurm_rest_api=True))
+service = SlurmJobApi(api._clusters())
+try:
+    cluster = api.get_cluster("rnu")
+    ping = service.call(cluster, {"method": "HTTP_METHOD_GET", "path": "/slurm/v0.0.42/ping/"})
+    job = {"script": "#!/bin/bash\\nid -un > whoami.txt\\n", "environment": ["PATH=/usr/bin:/bin"],
+           "current_working_directory": os.environ["GTC_HOME"]}
+    sent = service.call(cluster, {"method": "HTTP_METHOD_POST", "path": "/slurm/v0.0.42/job/submit", "body": {"job": job}})
+    job_id = json.loads(sent["body"])["job_id"]
+    for _ in range(600):
+        state = json.loads(service.call(cluster, {"method": "HTTP_METHOD_GET", "path": f"/slurm/v0.0.42/job/{job_id}"})["body"])
+        if state["jobs"][0]["job_state"] == ["COMPLETED"]:
+            break
+        import time; time.sleep(0.1)
+    print(json.dumps({"ping": ping["status"], "state": state["jobs"][0]["job_state"],
+                      "whoami": open(os.path.join(os.environ["GTC_HOME"], "whoami.txt")).read().strip()}))
+finally:
+    service.close()
+    api.delete_cluster("rnu")
+"""
+
+
+def test_a_normal_users_cluster_serves_the_slurm_job_api_as_that_user(slurm_available, normal_user):
+    # In the user's own home, not new_home()'s /tmp: some machines keep /tmp closed to others.
+    home = Path(tempfile.mkdtemp(prefix="gtc-rnu-", dir=normal_user.pw.pw_dir))
+    os.chown(home, normal_user.uid, normal_user.pw.pw_gid)
+    try:
+        ran = normal_user.python(AS_A_NORMAL_USER, home, timeout=300)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert json.loads(ran.stdout.strip().splitlines()[-1]) == {"ping": 200, "state": ["COMPLETED"],
+                                                               "whoami": normal_user.name}

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from ..exceptions import CommandError, GtcError, HostKeyRefused, HostUnreachable, SpecError, SpecErrors
+from ..hosts import Host
 from ..spec.attach import AttachSpec
 from ..spec.vertex_cluster import LoginSpec
 
@@ -113,6 +114,48 @@ def login_runtime(backend, runtime: dict[str, Any], retry: bool = True) -> dict[
     with _lock:
         _failed[key] = (time.monotonic(), found["login_problem"])
     raise LoginUnreachable(found["login_problem"])
+
+
+class LoginHost(Host):
+    """A login node not known yet, as a ``Host`` found at each use: the poller keeps a cluster's
+    host from its first look, and a cluster whose login node does not answer must not fail
+    every job listing; each file or command raises ``LoginUnreachable`` until it answers."""
+
+    def __init__(self, backend, runtime: dict[str, Any]):
+        self._backend, self._runtime = backend, runtime
+        self.name = f"the login node of {runtime.get('cluster_id')}"
+
+    def _host(self) -> Host:
+        return self._backend.slurm.host(login_runtime(self._backend, self._runtime))
+
+    def run(self, argv, **kwargs):
+        return self._host().run(argv, **kwargs)
+
+    def stat(self, path):
+        return self._host().stat(path)
+
+    def list_dir(self, path):
+        return self._host().list_dir(path)
+
+    def read(self, path, offset: int = 0, size: int = -1, *, owner: str | None = None) -> bytes:
+        return self._host().read(path, offset, size, owner=owner)
+
+    def read_many(self, requests, *, owner: str | None = None):
+        return self._host().read_many(requests, owner=owner)
+
+    def write(self, path, data: bytes) -> None:
+        self._host().write(path, data)
+
+    def make_dirs(self, path, exist_ok: bool = True, mode: int = 0o777) -> None:
+        self._host().make_dirs(path, exist_ok, mode)
+
+    def remove_tree(self, path) -> None:
+        self._host().remove_tree(path)
+
+    def __getattr__(self, name: str):  # what an SSH host has beyond Host's (forwards, connect)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._host(), name)
 
 
 def login_spec(runtime: dict[str, Any]) -> AttachSpec:

@@ -113,7 +113,7 @@ class VertexTrainingBackend(Backend):
                                    EventLog(self.home, runtime["cluster_id"]).merge(cluster))
         login = vertex_login.login_runtime(self, runtime, retry=False)
         if login is None:
-            details["login_problem"] = runtime.get("login_problem")
+            details["login_problem"] = runtime.get("login_problem") or "not reached yet: a job asks for it"
         else:
             try:
                 nodes = _with_vertex(self.commands(runtime).nodes(), nodes)  # Slurm's states, drains, GPUs
@@ -206,7 +206,9 @@ class VertexTrainingBackend(Backend):
         return vertex_login.login_spec(runtime), login
 
     def host(self, runtime: dict[str, Any]):
-        return self.slurm.host(self._login(runtime)[1])
+        login = vertex_login.login_runtime(self, runtime, retry=False)
+        # Not known yet: one found at each use, so that listing every cluster's jobs does not fail on it.
+        return self.slurm.host(login) if login is not None else vertex_login.LoginHost(self, runtime)
 
     def client_env(self, runtime: dict[str, Any]) -> dict[str, str]:
         login = vertex_login.login_runtime(self, runtime, retry=False)

@@ -165,6 +165,8 @@ def test_a_job_is_refused_before_anything_is_made_where_the_login_node_does_not_
         assert "login node nowhere-login-9" in message and "vertex.ssh_config" in message, message
         assert "Slurm Job API alone cannot carry a job" in message, message
         assert not (tmp_path / "jobs").exists()  # nothing made
+        # Every cluster's jobs are still listed (this one's poller keeps the refusal as its warning).
+        assert "vxnologin" not in {j.cluster for j in api.list_jobs()}
     finally:
         api.delete_cluster("vxnologin")
 

@@ -24,7 +24,7 @@ from tests.conftest import sleep_until, small_gpu_spec
 pytestmark = pytest.mark.slurm
 
 EXAMPLE = Path(jupyter_gtc.__file__).parent / "examples" / "clusters" / "local-a3.yaml"
-CLUSTER = "vxapi"
+CLUSTER = "vxsjapi"
 
 
 class CountingClusters(TrainingClusters):

@@ -101,8 +101,11 @@ def injob_rows(api, cluster: str) -> dict[str, tuple[float, int]]:
         job = api.submit_job(cluster, injob_script(way))
         wait(lambda: steps_in(log(job)) > 25 and rank1.search(log(job)) is not None, 300)  # past a disk checkpoint
         before = len(started.findall(log(job)))
+        node = rank1.search(log(job)).group(1)
+        if re.search(rank1.pattern.replace("rank 1", "rank 0"), log(job), re.M).group(1) == node:
+            raise RuntimeError(f"ranks 0 and 1 both on {node}: a crash there would take the batch host too")
         began = time.time()
-        api.inject_fault(cluster, rank1.search(log(job)).group(1), "crash")
+        api.inject_fault(cluster, node, "crash")
         first = wait(lambda: injob_first_step(log(job), way), 300)
         measured[way] = (first - began, len(started.findall(log(job))) - before)
         print(f"measured: {way}: first new step after {measured[way][0]:.1f} s, {measured[way][1]} new processes",

@@ -150,7 +150,8 @@ class InJob:
 
     def _meet(self, g: int, expected: int) -> list[dict[str, Any]]:
         """Join generation ``g``; its members (in join order) once it closes: at least ``size``
-        arrived and either all ``expected`` did or none came for ``SETTLE_S``. The first to
+        arrived and either all ``expected`` did or none came for ``SETTLE_S`` (half of
+        ``timeout_s`` at the first start). The first to
         close it writes the list (compare_set), so every process reads the same one."""
         store = self.store
         me = {"p": self.process, "rank": self.rank, "step": self.memory_step, "pid": os.getpid(),
@@ -166,7 +167,10 @@ class InJob:
             now = time.monotonic()
             if count != last:
                 last, since = count, now
-            if count >= self.size and (count >= expected or now - since >= SETTLE_S):
+            # The first start waits for every process (a slow one is not a dead one: placed where
+            # it was, a spare would stand in for a rank on the node the job spread it to).
+            patience = self.timeout_s / 2 if g == 0 else SETTLE_S
+            if count >= self.size and (count >= expected or now - since >= patience):
                 keys = [f"g{g}/p{q}" for q in range(self.total)]
                 arrived = [json.loads(store.get(k)) for k in keys if store.check([k])]
                 return json.loads(store.compare_set(f"g{g}/members", "", json.dumps(arrived)))

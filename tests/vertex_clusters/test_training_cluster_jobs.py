@@ -193,3 +193,15 @@ def test_the_jobs_notebook_runs_unchanged_on_a_training_cluster_created_under_it
     finally:
         if "nbjobs" in [c.name for c in api.list_clusters(with_status=False)]:
             api.delete_cluster("nbjobs")
+
+
+def test_a_scaled_training_cluster_takes_jobs_on_its_new_node(vxjobs):
+    """The spec's login section goes through a scale, and Slurm's partitions are read again
+    through the login node: a 3-node job fits."""
+    cluster = api.scale_cluster("vxjobs", "a3", 3)
+    assert cluster.spec.login.jobs == "ssh" and cluster.spec.pool("a3").node_count == 3
+    assert [(p.name, p.nodes) for p in cluster.partitions] == [("a3", ("a3-0", "a3-1", "a3-2"))]
+    job = api.submit_job("vxjobs", TWO_NODE_JOB, ["--nodes=3"], python_env=None)
+    assert job.wait(timeout=120).state == "COMPLETED", job.logs()
+    assert sorted(line for line in job.logs().splitlines() if line.startswith("STEP=")) == \
+        ["STEP=a3-0", "STEP=a3-1", "STEP=a3-2"]

@@ -9,8 +9,9 @@ poller's tick), but ``cancel`` (a ``DELETE`` per job: v0.0.42's ``DELETE /jobs/`
 not a list of ids). Paths and shapes are Slurm's OpenAPI v0.0.42 (``job_desc.py`` and
 ``slurm_answers.py`` cite the spec). v0.0.42 has no requeue (no path or field for it: the spec's
 paths under ``/slurm/v0.0.42/`` are ping, diag, jobs, job/{id}, job/submit, job/allocate, nodes,
-node/{name}, partitions, reservations, licenses, shares, reconfigure), so ``requeue`` says to
-use ``jobs: ssh``.
+node/{name}, partitions, reservations, licenses, shares, reconfigure; the job update's
+``v0.0.42_job_desc_msg`` has no such field, and the signal flags of ``DELETE /job/{id}`` only
+``FEDERATION_REQUEUE``, a federation's), so ``requeue`` says to use ``jobs: ssh``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..containers.oci_task import expand_hostlist
-from ..exceptions import ActionNotSupported, SlurmError, SpecError
+from ..exceptions import ActionNotSupported, GtcError, SlurmError, SpecError
 from ..hosts import Host
 from ..slurm.parse import JobStatus, NodeStatus
 from .client import SlurmApiError
@@ -50,7 +51,7 @@ class SlurmJobApi:
         """True when slurmctld answers."""
         try:
             return ping_ok(self.call("GET", f"{SLURM}/ping/"))
-        except Exception:  # noqa: BLE001 - as `scontrol ping` that fails: not up, whatever the cause
+        except GtcError:  # Google's refusal, Slurm's error status or errors: not up, as a failed `scontrol ping`
             return False
 
     def submit(self, script: Path, options: list[str], env: dict[str, str], job_dir: Path,

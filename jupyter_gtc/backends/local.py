@@ -230,7 +230,7 @@ class LocalBackend(LocalNodes, Backend):
         # First: the nodes stopping below are no crashes. SIGTERM, which it dies of at once: one
         # killed outright may stay a zombie for a while (reparented), which the stop waits for.
         daemons.stop(supervisor.LABEL, run, grace=5, uid=uid)
-        daemons.stop(slurm_rest.LABEL, run, uid=uid)  # the Slurm Job API's, where one was started
+        slurm_rest.stop(root, uid)  # the Slurm Job API's slurmrestd and its folder in /run, where one was started
         # Slurm's commands read the cluster's slurm.conf, which names plugins to load: only its own user runs them.
         if uid == os.geteuid() and daemons.find("slurmctld", run, uid=uid):
             progress("cancelling jobs")

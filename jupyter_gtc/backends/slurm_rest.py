@@ -110,6 +110,16 @@ def rest_folder(root: Path) -> Path:
     return root / "rest"
 
 
+def stop(root: Path, uid: int | None = None) -> None:
+    """Stop the slurmrestd of the cluster in ``root`` (of ``uid``, its folder's owner by default),
+    and remove root's folder of it in /run (made by this process's user: root's alone)."""
+    daemons.stop(LABEL, root / "run", uid=uid)
+    if os.geteuid() == 0:
+        import shutil
+
+        shutil.rmtree(rest_folder(root), ignore_errors=True)
+
+
 class SlurmRestd:
     """One cluster's slurmrestd: started on demand, its requests sent with a fresh token."""
 
@@ -180,11 +190,7 @@ class SlurmRestd:
                 time.sleep(0.05)
 
     def stop(self) -> None:
-        daemons.stop(LABEL, self.run)
-        if os.geteuid() == 0:
-            import shutil
-
-            shutil.rmtree(self._folder(), ignore_errors=True)
+        stop(self.root)
 
     # -- requests --------------------------------------------------------------------------
 

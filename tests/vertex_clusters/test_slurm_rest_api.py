@@ -213,6 +213,19 @@ def test_another_local_user_without_the_token_is_refused_before_the_body(endpoin
     assert json.loads(envelope["body"])["pings"][0]["responding"] is True
 
 
+def rest_folder(cluster: str) -> Path:
+    from jupyter_gtc.backends import slurm_rest
+
+    return slurm_rest.rest_folder(Path(os.environ["GTC_HOME"]) / "clusters" / cluster)
+
+
+def slurmrestds(cluster: str) -> list[psutil.Process]:
+    """The slurmrestd of ``cluster`` (its socket is in the cluster's own folder), if running."""
+    folder = str(rest_folder(cluster))
+    return [p for p in psutil.process_iter(["name", "cmdline"])
+            if p.info["name"] == "slurmrestd" and any(folder in a for a in p.info["cmdline"] or [])]
+
+
 def test_a_cluster_without_accounting_serves_slurm_and_says_why_slurmdb_has_nothing(endpoint):
     client = TrainingClusters("local-project", "us-central1", api_endpoint=endpoint.api_endpoint,
                               poll_s=0.2, max_poll_s=1.0)
@@ -228,21 +241,15 @@ def test_a_cluster_without_accounting_serves_slurm_and_says_why_slurmdb_has_noth
         jobs = requests.post(url, json={"method": "HTTP_METHOD_GET", "path": "/slurmdb/v0.0.42/jobs/"}, timeout=120)
         assert jobs.json()["status"] == 404 and "keeps no accounting" in jobs.json()["body"], jobs.text
         assert slurmrestds("vxnoacct")
-        client.delete("vxnoacct")  # the cluster's delete stops its slurmrestd
+        # Deleted by another process than the endpoint (this one): the local delete stops the
+        # cluster's slurmrestd too, and removes its folder.
+        api.delete_cluster("vxnoacct")
         deleted = True
         assert not slurmrestds("vxnoacct")
+        assert not rest_folder("vxnoacct").exists() or os.geteuid() != 0  # (a normal user's is in the cluster's)
     finally:
         if not deleted:
             client.delete("vxnoacct")
-
-
-def slurmrestds(cluster: str) -> list[psutil.Process]:
-    """The slurmrestd of ``cluster`` (its socket is in the cluster's own folder), if running."""
-    from jupyter_gtc.backends import slurm_rest
-
-    folder = str(slurm_rest.rest_folder(Path(os.environ["GTC_HOME"]) / "clusters" / cluster))
-    return [p for p in psutil.process_iter(["name", "cmdline"])
-            if p.info["name"] == "slurmrestd" and any(folder in a for a in p.info["cmdline"] or [])]
 
 
 def test_the_endpoint_stop_stops_the_slurmrestd_it_started(endpoint):

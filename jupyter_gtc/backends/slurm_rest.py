@@ -156,13 +156,13 @@ class SlurmRestd:
             uid, gid = pwd.getpwnam(RUN_AS[0]).pw_uid, grp.getgrnam(RUN_AS[1]).gr_gid
             RUN_DIR.mkdir(mode=0o755, exist_ok=True)
             shutil.rmtree(folder, ignore_errors=True)  # root's folder in root's /run: a leftover of ours
-            folder.mkdir(mode=0o700)
-            os.chown(folder, uid, gid)  # 0700 from the start: root's, then nobody's
+            folder.mkdir(mode=0o700)  # 0700 from the start: root's while root writes in it, then nobody's
             conf = folder / "slurm.conf"
             fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             os.fchown(fd, uid, gid)
             with os.fdopen(fd, "w") as f:
                 f.write((self.root / "etc" / "slurm.conf").read_text())
+            os.chown(folder, uid, gid)  # last: until then no other user could put a link where root writes
             argv += ["-f", str(conf), "-u", RUN_AS[0], "-g", RUN_AS[1]]
             plain = False  # in a PID namespace: the kill of its (root) wrapper ends it, whoever it runs as
         else:

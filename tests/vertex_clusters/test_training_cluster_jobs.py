@@ -61,13 +61,15 @@ def endpoint(slurm_available, sshd, tmp_path_factory):
             config.set_value(own, "vertex.ssh_config", str(ssh_config))
             yield own, other
         finally:
-            for key in ("vertex.api_endpoint", "vertex.ssh_config"):
-                config.unset(own, key)
             env.setenv("GTC_HOME", str(other))
-            for cluster in api.list_clusters(with_status=False):  # the endpoint's clusters, the host last
-                api.delete_cluster(cluster.name)
-            env.setenv("GTC_HOME", str(own))
-            shutil.rmtree(other, ignore_errors=True)
+            try:
+                for cluster in api.list_clusters(with_status=False):  # the endpoint's clusters, the host last
+                    api.delete_cluster(cluster.name)
+            finally:
+                env.setenv("GTC_HOME", str(own))
+                shutil.rmtree(other, ignore_errors=True)
+                for key in ("vertex.api_endpoint", "vertex.ssh_config"):
+                    config.unset(own, key)
 
 
 def _login(other: Path, name: str, jobs_root: Path, jobs: str = "ssh") -> dict:

@@ -109,6 +109,8 @@ def test_a_node_reported_through_gtc_is_replaced_and_its_drain_and_replacement_j
     # gtc shows the same History.
     code, out = gtc("cluster", "events", "vxev", "--json")
     assert code == 0 and [e["event"] for e in json.loads(out)][:len(events)] == [e["event"] for e in events], out
+    code, out = gtc("cluster", "events", "vxev")
+    assert code == 0 and "VM_SLURM_DRAIN" in out and "a3-1" in out, out
 
     # The node is back, on other hardware; the node it was not reported is untouched.
     def back() -> dict | None:

@@ -80,7 +80,7 @@ def missing_packages(path: str | None = None) -> list[str]:
 
 def jwt_conf(root: Path, runtime: dict[str, Any]) -> dict[str, str]:
     """slurm.conf's lines for JWT, the key made first; ``runtime`` then names it, so that
-    slurmdbd.conf gets the same lines (``accounting.layout``). None where the packages are
+    slurmdbd.conf gets the same lines (``accounting.layout``). No lines where the packages are
     missing: slurmctld would not start with an auth type it cannot load, and the Slurm Job API
     then says what to install."""
     if missing_packages():

@@ -24,8 +24,7 @@ from ..exceptions import ClusterBusy, InvalidArgument, SpecError
 from ..slurm import rest_v42
 from .clusters import ClusterService
 
-METHODS = {"HTTP_METHOD_GET": "GET", "HTTP_METHOD_POST": "POST", "HTTP_METHOD_DELETE": "DELETE",
-           1: "GET", 2: "POST", 4: "DELETE"}  # the enum as names, or as ints (``enum-encoding=int``)
+METHODS = {"HTTP_METHOD_GET": "GET", "HTTP_METHOD_POST": "POST", "HTTP_METHOD_DELETE": "DELETE"}
 
 
 class SlurmJobApi:
@@ -37,13 +36,16 @@ class SlurmJobApi:
 
     def call(self, cluster, request: dict[str, Any]) -> dict[str, Any]:
         """``cluster``: the training cluster's record (RUNNING, checked by the caller)."""
+        for key in request:
+            if key not in ("method", "path", "body"):
+                raise SpecError(key, request[key], "a callSlurmRestApi request has method, path and body only")
         method = METHODS.get(request.get("method"))
         if method is None:
             raise SpecError("method", request.get("method"), "HTTP_METHOD_GET, HTTP_METHOD_POST or HTTP_METHOD_DELETE")
         path = request.get("path")
         if not isinstance(path, str) or not path.startswith("/"):
             raise SpecError("path", path, "Slurm's REST path, e.g. /slurm/v0.0.42/job/submit")
-        body = request.get("body", request.get("structuredBody"))
+        body = request.get("body")
         if isinstance(body, str) and body.strip():  # a body given as JSON text
             try:
                 body = json.loads(body)

@@ -166,6 +166,10 @@ def test_a_field_v0038_cannot_express_is_refused_naming_it_and_no_job_is_made(en
     assert len(after["jobs"]) == len(before["jobs"])
     status, answer = call(endpoint, "GET", "/slurm/v0.0.42/reservations/")  # a path not served: Slurm's 404
     assert status == 404 and answer["errors"][0]["error"] == "Unable to find requested URL"
+    envelope = requests.post(f"{endpoint.api_endpoint}/v1beta1/{PARENT}/modelDevelopmentClusters/{CLUSTER}"
+                             ":callSlurmRestApi", json={"method": "HTTP_METHOD_GET", "path": "/slurm/v0.0.42/ping/",
+                                                        "verb": "GET"}, timeout=60)
+    assert envelope.status_code == 400 and "verb" in envelope.json()["error"]["message"], envelope.text  # Google's
 
 
 def test_a_request_over_1_mb_is_refused(endpoint):

@@ -69,11 +69,9 @@ def injob_script(way: str) -> str:
     _, sbatch, per_node, srun, spares = INJOB_SCRIPTS[way]
     return f"""#!/bin/bash
 #SBATCH --nodes=2 --ntasks-per-node={per_node} {sbatch}
-head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
-port=$(python -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
-export GTC_LIGHTHOUSE="$head:$port" OMP_NUM_THREADS=1
-python -m jupyter_gtc.lighthouse "$port" &
-srun {srun}--distribution=cyclic python -m jupyter_gtc.examples.injob_regression --spares {spares} {INJOB_FLAGS}
+export OMP_NUM_THREADS=1
+python -m jupyter_gtc.lighthouse srun {srun}--distribution=cyclic \\
+    python -m jupyter_gtc.examples.injob_regression --spares {spares} {INJOB_FLAGS}
 """
 
 

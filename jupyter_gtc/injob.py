@@ -4,9 +4,7 @@ and train on from the newest in-memory snapshot, held by every surviving peer. N
 new process, no disk read.
 
     #SBATCH --nodes=2 --ntasks-per-node=2 --no-kill --requeue
-    export GTC_LIGHTHOUSE=...; python3 -m jupyter_gtc.lighthouse "$port" &     (jupyter_gtc.lighthouse)
-    srun --no-kill --kill-on-bad-exit=0 --distribution=cyclic python3 train.py ||
-        { rc=$?; [ "$rc" != 75 ] || scontrol requeue "$SLURM_JOB_ID"; exit "$rc"; }
+    python3 -m jupyter_gtc.lighthouse srun --no-kill --kill-on-bad-exit=0 --distribution=cyclic python3 train.py
 
     from jupyter_gtc.resume import in_job
 
@@ -24,10 +22,11 @@ for torch.distributed on CPUs (gloo) and GPUs):
 - Slurm places the job, as ever: ``SLURM_NTASKS`` processes, of which ``spares`` wait. The
   job asks Slurm to keep running when a node fails (``--no-kill``: slurmctld then removes the
   node from the job, job_mgr.c ``kill_running_job_by_node_name``; srun marks its tasks ended).
-- A lighthouse (a ``TCPStore``) runs beside the batch script, on the batch host, so it lives
-  as long as the job does. Each restart is a generation: its members meet there, the first
-  ``size`` of them (the old ranks in their old order, spares filling the gaps: NVRx's
-  ``FillGaps``) form a new process group under the generation's own key prefix, the rest wait.
+- A lighthouse (a ``TCPStore``, ``jupyter_gtc.lighthouse``, which runs srun) runs in the
+  batch script, on the batch host, so it lives as long as the job does. Each restart is a generation: its members meet there, and ``size``
+  of them (each old rank kept by its holder, a lost one taken by a spare on its node where one
+  is left: NVRx's ``FillGaps`` and ``Tree``) form a new process group under the generation's
+  own key prefix; the rest wait.
 - A fault is a collective that fails (a dead peer's connection closes at once; a silent one
   after ``collective_timeout_s``). The process that sees it asks for the next generation;
   the waiting spares see the request within 20 ms and join.
@@ -38,7 +37,7 @@ for torch.distributed on CPUs (gloo) and GPUs):
   among the new members is broadcast over the new group. A disk checkpoint (``checkpoints``)
   is read only where it is newer: the job's first start, or every active rank lost at once.
 - When fewer than ``size`` processes are left after ``timeout_s``, every process of the job
-  exits with status 75 (``EXIT_REQUEUE``) and the batch script requeues the job
+  exits with status 75 (``EXIT_REQUEUE``) and the lighthouse requeues the job
   (``scontrol requeue``): ``--no-kill`` stopped Slurm from doing it when the node failed. The
   next attempt resumes from the disk checkpoint, as a requeued job always did.
 
@@ -201,10 +200,26 @@ class InJob:
                 return
             seen = now
 
-    @staticmethod
-    def _order(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The old ranks keep their order, spares fill the gaps (NVRx's FillGaps)."""
-        return sorted(members, key=lambda m: (m["rank"] is None, m["rank"] if m["rank"] is not None else m["p"]))
+    def _assign(self, g: int, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The active members of generation ``g``, by rank: each old rank kept by its holder, a
+        lost one taken by a spare on the node it was on where there is one (NVRx's FillGaps, with
+        its Tree's preference for a spare in the same domain: a node's share of ranks, and of
+        its GPUs, stays as Slurm placed it), else by the spare of the lowest process number."""
+        previous = json.loads(self.store.get(f"g{g - 1}/active")) if g and self.store.check([f"g{g - 1}/active"]) else []
+        kept: dict[int, dict[str, Any]] = {}
+        for m in sorted(members, key=lambda m: m["p"]):
+            if m["rank"] is not None and m["rank"] < self.size and m["rank"] not in kept:
+                kept[m["rank"]] = m
+        free = [m for m in sorted(members, key=lambda m: m["p"]) if m not in kept.values()]
+        active = []
+        for r in range(self.size):
+            if r not in kept:
+                node = previous[r] if r < len(previous) else None
+                kept[r] = next((m for m in free if m["node"] == node), free[0])
+                free.remove(kept[r])
+            active.append(kept[r])
+        self.store.compare_set(f"g{g}/active", "", json.dumps([m["node"] for m in active]))
+        return active
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self, train: Callable[[World], Any]) -> Any:
@@ -213,8 +228,8 @@ class InJob:
         except InJobFailed as e:
             print(f"in-job restart: process {self.process} cannot carry on ({e}); it exits with status "
                   f"{EXIT_REQUEUE} and the job is requeued", flush=True)
-            if self.store is not None and self.rank is not None:
-                self.store.compare_set("failed", "", str(e)[:500])  # the waiting spares end too
+            if self.store is not None:
+                self.store.compare_set("failed", "", str(e)[:500])  # the waiting spares end too, the lighthouse requeues
             raise SystemExit(EXIT_REQUEUE) from None
 
     def _run(self, train: Callable[[World], Any]) -> Any:
@@ -234,8 +249,7 @@ class InJob:
         while True:
             members = self._meet(g, expected)
             expected = len(members)
-            order = self._order(members)
-            active = order[:self.size]
+            active = self._assign(g, members)
             ranks = {m["p"]: i for i, m in enumerate(active)}
             if self.process not in ranks:
                 self.rank = None

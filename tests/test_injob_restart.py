@@ -28,12 +28,9 @@ SCRIPT = """#!/bin/bash
 #SBATCH --ntasks-per-node=2
 #SBATCH --no-kill
 #SBATCH --requeue
-head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
-port=$(python -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
-export GTC_LIGHTHOUSE="$head:$port" OMP_NUM_THREADS=1
-python -m jupyter_gtc.lighthouse "$port" &
-srun --no-kill --kill-on-bad-exit=0 --distribution=cyclic python -m jupyter_gtc.examples.injob_regression \\
-    --steps 30 --snapshot_every 5 "$@" || { rc=$?; [ "$rc" != 75 ] || scontrol requeue "$SLURM_JOB_ID"; exit "$rc"; }
+export OMP_NUM_THREADS=1
+python -m jupyter_gtc.lighthouse srun --no-kill --kill-on-bad-exit=0 --distribution=cyclic \\
+    python -m jupyter_gtc.examples.injob_regression --steps 30 --snapshot_every 5 "$@"
 """
 STARTED = re.compile(r"^started: process (\d+) pid (\d+) on (\S+):", re.M)
 GENERATION = re.compile(r"^generation (\d+): rank (\d+) of 2 is process (\d+) pid (\d+) on (\S+), from step (\d+)$", re.M)
@@ -90,10 +87,49 @@ def test_a_node_crash_is_survived_by_the_processes_left_and_a_warm_spare_with_ea
     assert [s for s, _ in printed].count("12") == 2 and len(by_step["12"]) == 1, log
 
 
+def test_a_killed_process_is_replaced_by_the_spare_on_its_node_and_the_others_keep_theirs(cluster, tmp_path):
+    """A process killed (as the OOM killer does) while its node lives on: the warm spare on that
+    node takes its rank, so each node keeps its share of ranks; rank 0 keeps its process."""
+    import psutil
+
+    from jupyter_gtc import api
+
+    go = tmp_path / "go"
+    job = api.submit_job(cluster, SCRIPT, script_args=["--spares", "2", "--hold_at_step", "13", "--hold_until", str(go)])
+    assert sleep_until(lambda: "step 13/30" in job.logs() and len(STARTED.findall(job.logs())) == 4, 240), \
+        job.logs()
+    before = job.logs()
+    started = {int(p): (int(pid), node) for p, pid, node in STARTED.findall(before)}
+    first = {int(rank): (int(p), int(pid), node) for g, rank, p, pid, node, _ in GENERATION.findall(before)}
+    lost = first[1]
+    spare = next(p for p, (_, node) in started.items() if node == lost[2] and p != lost[0])
+
+    def rank1(proc) -> bool:
+        try:
+            env = proc.environ()
+        except psutil.Error:
+            return False
+        return (env.get("SLURM_JOB_ID") == str(job.id) and env.get("SLURM_PROCID") == str(lost[0])
+                and "jupyter_gtc.examples.injob_regression" in " ".join(proc.info["cmdline"] or []))
+    victims = [p for p in psutil.process_iter(["cmdline"]) if rank1(p)]
+    assert len(victims) == 1, victims
+    victims[0].kill()
+    go.write_text("")
+    job.wait(timeout=240)
+    log = job.logs()
+    assert job.state == "COMPLETED" and "(requeued)" not in log and len(STARTED.findall(log)) == 4, log
+    again = {int(rank): (int(p), int(pid), node, int(start))
+             for g, rank, p, pid, node, start in GENERATION.findall(log) if g == "1"}
+    assert again == {0: (*first[0], 11), 1: (spare, started[spare][0], lost[2], 11)}, log
+    table = job.metrics()
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else [vars(s) for s in table]
+    assert sorted(r["step"] for r in rows if r["tag"] == "train/loss") == list(range(1, 31)), rows
+
+
 def test_a_job_whose_spares_are_used_up_is_requeued_and_resumes_from_its_disk_checkpoint_each_step_once(
         cluster, tmp_path):
     """--no-kill keeps Slurm from requeueing the job when its node fails; with no spare left the
-    processes give up (status 75) and the batch script requeues it: a new attempt resumes from the
+    processes give up (status 75) and the lighthouse requeues it: a new attempt resumes from the
     disk checkpoint instead of the job ending failed with a node short."""
     from jupyter_gtc import api
 
@@ -109,7 +145,7 @@ def test_a_job_whose_spares_are_used_up_is_requeued_and_resumes_from_its_disk_ch
     log = job.logs()
     assert job.state == "COMPLETED", log
     first, marker, second = log.partition("--- jupyter_gtc: attempt 2 (requeued)")
-    assert marker and "cannot carry on" in first and "exits with status 75" in first, log
+    assert marker and "exits with status 75" in first and "lighthouse: the training could not carry on" in first, log
     assert re.search(r"^resuming from \S+/step-00000010 \(step 10\)$", second, re.M), log
     table = job.metrics()
     rows = table.to_dict("records") if hasattr(table, "to_dict") else [vars(s) for s in table]

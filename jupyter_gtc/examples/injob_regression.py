@@ -3,14 +3,11 @@ dies, the processes left (and a warm spare) train on from the newest in-memory s
 without a requeue or a new process (``jupyter_gtc.injob``).
 
     #SBATCH --nodes=2 --ntasks-per-node=2 --no-kill --requeue
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
-    export GTC_LIGHTHOUSE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1):$port"
-    python3 -m jupyter_gtc.lighthouse "$port" &
-    srun --no-kill --kill-on-bad-exit=0 --distribution=cyclic python3 -m jupyter_gtc.examples.injob_regression \
-        --spares 2 || { rc=$?; [ "$rc" != 75 ] || scontrol requeue "$SLURM_JOB_ID"; exit "$rc"; }
+    python3 -m jupyter_gtc.lighthouse srun --no-kill --kill-on-bad-exit=0 --distribution=cyclic \
+        python3 -m jupyter_gtc.examples.injob_regression --spares 2
 
 (``--distribution=cyclic`` puts the active ranks on different nodes and a spare beside each;
-status 75: the job's spares are used up, and it is requeued to resume from its disk checkpoint.)
+once the spares are used up, the lighthouse requeues the job to resume from its disk checkpoint.)
 
 Each process prints one ``started`` line (its imports and model build: paid once per process),
 and one ``generation`` line each time it becomes an active rank. ``--hold_at_step N

@@ -48,6 +48,11 @@ def jobs_from_info(data: dict[str, Any]) -> list[JobStatus]:
 def jobs_from_accounting(data: dict[str, Any]) -> list[JobStatus]:
     """``GET /slurmdb/v0.0.42/jobs/``'s answer, as ``parse_sacct`` reads ``sacct -X``: one status
     per job or array task (steps are not read); ``41_[4-9]`` for an array's tasks not started."""
+    if not data.get("jobs"):
+        # No job matched: Slurm 22.05-23.02 say it as an error ("Nothing found with query"),
+        # later releases as an empty list. A job accounting has not written yet (slurmctld sends
+        # it a moment after the job ends) is not a failed poll.
+        data = {**data, "errors": [e for e in data.get("errors") or [] if "Nothing found" not in str(e)]}
     check_errors(data, "slurmdb jobs")
     jobs = []
     for j in data.get("jobs") or []:

@@ -123,3 +123,13 @@ def test_requeue_says_what_to_do_and_a_job_id_cannot_name_another_path():
         api.requeue("42")
     with pytest.raises(SpecError, match="job_id"):
         api.cancel(["42/../../nodes"])
+
+
+def test_accounting_that_found_no_job_is_an_empty_answer_not_a_failed_poll():
+    # Slurm 22.05's dbv0.0.38 (the local endpoint's) says "no match" as an error; the poller asks
+    # for jobs that just left the queue, which slurmctld may not have sent to slurmdbd yet.
+    nothing = {"jobs": [], "errors": [{"description": "Nothing found with query", "error_number": 9003,
+                                       "error": "Nothing found", "source": "_dump_jobs"}]}
+    assert jobs_from_accounting(nothing) == []
+    with pytest.raises(SlurmError, match="Unable to query"):  # any other error still is one
+        jobs_from_accounting({"jobs": [], "errors": [{"error": "Unable to query slurmdbd"}]})

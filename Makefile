@@ -45,6 +45,10 @@ bench: setup
 	$(PY) bench/remote_submit.py
 	$(PY) bench/recovery.py
 	$(PY) bench/vertex_local.py
+	$(PY) bench/vertex_clusters.py
+	$(PY) bench/serving.py
+	$(PY) bench/containers.py
+	$(PY) bench/tuning_quality.py
 
 # A wheel and an sdist in dist/ for `pip install` into any JupyterLab 4: both carry the built
 # labextension, so installing either needs no Node.js. npm builds it only where it is missing,

@@ -75,12 +75,22 @@ class VertexTrainingBackend(Backend):
     def create(self, spec: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
         runtime.update(resolve(self.home), kind=_KIND)
         client = _client(runtime, self.home)
-        operation = client.begin_create(spec.name, spec.to_vertex())
-        runtime["cluster_id"] = spec.name  # ours from here on: a rollback deletes it
-        progress(f"creating training cluster {spec.name} in {client.parent}")
-        client.wait(operation, f"create training cluster {spec.name}", progress,
-                    context=request_context(spec.to_vertex(), spec.name))  # a stockout's message names zones
-        cluster = client.get(spec.name)
+        try:
+            operation = client.begin_create(spec.name, spec.to_vertex())
+        except CloudApiError as e:
+            if e.status != "ALREADY_EXISTS":
+                raise
+            cluster = client.get(spec.name)
+            check_fits_existing(spec, cluster)  # nothing recorded where it does not
+            runtime.update(cluster_id=spec.name, attached=True)  # never deleted or resized by us
+            progress(f"training cluster {spec.name} exists in {client.parent}: attached as it is (its delete "
+                     f"here forgets it; it is deleted on Vertex only where it was made)")
+        else:
+            runtime["cluster_id"] = spec.name  # ours from here on: a rollback deletes it
+            progress(f"creating training cluster {spec.name} in {client.parent}")
+            client.wait(operation, f"create training cluster {spec.name}", progress,
+                        context=request_context(spec.to_vertex(), spec.name))  # a stockout's message names zones
+            cluster = client.get(spec.name)
         login = getattr(spec, "login", None)
         runtime.update(login_pool=spec.slurm.login_node_pool_id,
                        jobs=(login and login.jobs) or vertex_login.default_jobs(),
@@ -122,6 +132,9 @@ class VertexTrainingBackend(Backend):
         return ClusterStatus(True, nodes, details, problem)
 
     def scale(self, old: ClusterSpec, new: ClusterSpec, runtime: dict[str, Any], progress: Progress) -> None:
+        if runtime.get("attached"):
+            raise GtcError(f"training cluster {old.name} was attached (it existed on Vertex before): jupyter_gtc never "
+                           f"resizes a cluster made elsewhere; resize it where it was made, or create one of your own")
         client = _client(runtime, self.home)
         for pool in new.node_pools:
             if pool.node_count != old.pool(pool.id).node_count:
@@ -141,6 +154,9 @@ class VertexTrainingBackend(Backend):
         if login is not None:
             self.slurm.delete(vertex_login.login_spec(runtime), login, no_progress)  # its shared connection
         vertex_login.forget(runtime)
+        if runtime.get("attached"):
+            progress(f"forgot training cluster {cluster_id}: it keeps running on Vertex, where it was made")
+            return
         try:
             _client(runtime, self.home).delete(cluster_id, progress)
         except CloudApiError as e:
@@ -302,6 +318,30 @@ def _client(runtime: dict[str, Any], home, timeout_s: float = 60.0):
         endpoint = vertex_client.local_endpoint(runtime, home).api_endpoint
     return TrainingClusters(runtime["project"], runtime["region"], api_endpoint=endpoint,
                             poll_s=float(os.environ.get("GTC_VERTEX_POLL_S", "5")), timeout_s=timeout_s)
+
+
+def check_fits_existing(spec: ClusterSpec, cluster: dict[str, Any]) -> None:
+    """Refuse to attach Vertex's ``cluster`` (made elsewhere, of the spec's id) where a compute
+    pool of ``spec`` is missing there, has another machine type or fewer nodes: naming the pool,
+    what Vertex has, and the two ways on."""
+    have = {p.get("id"): p for p in _field(cluster, "nodePools", "node_pools") or []}
+    for i, pool in enumerate(spec.compute_pools()):
+        got = have.get(pool.id) or {}
+        nodes = int(_field(_field(got, "scalingSpec", "scaling_spec") or {}, "minNodeCount", "min_node_count") or 0)
+        if _machine_type(got) != pool.machine_spec.machine_type or nodes < pool.node_count:
+            found = ", ".join(f"{pool_id} ({_machine_type(p)})" for pool_id, p in have.items()) or "none"
+            raise SpecError(f"node_pools[{i}]", pool.id,
+                            f"a pool of training cluster {spec.name}, which exists on Vertex (made elsewhere) with "
+                            f"pools {found}: give the spec those pools to attach it, or another display_name "
+                            f"to create a cluster of your own")
+
+
+def _field(data: dict[str, Any], camel: str, snake: str) -> Any:
+    return data.get(camel, data.get(snake))  # Vertex answers camelCase; a spec file may be snake_case
+
+
+def _machine_type(pool: dict[str, Any]) -> str | None:
+    return _field(_field(pool, "machineSpec", "machine_spec") or {}, "machineType", "machine_type")
 
 
 def _state(cluster: dict[str, Any]) -> str:

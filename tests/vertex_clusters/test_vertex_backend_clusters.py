@@ -19,8 +19,8 @@ import pytest
 
 import jupyter_gtc
 from jupyter_gtc import api
-from jupyter_gtc.exceptions import CloudApiError, GtcError
-from jupyter_gtc.spec.cluster import load_cluster_spec
+from jupyter_gtc.exceptions import GtcError, SpecError
+from jupyter_gtc.spec.cluster import load_cluster_spec, parse_cluster_spec, parse_spec_text
 from jupyter_gtc.state import config
 from tests.conftest import small_gpu_spec
 
@@ -92,16 +92,44 @@ def test_create_describe_scale_and_delete_a_training_cluster_through_the_vertex_
     assert load_cluster_spec(EXAMPLE).name == "demo"  # the example itself untouched
 
 
-def test_a_create_whose_id_is_taken_on_vertex_fails_and_leaves_that_cluster_alone(vertex_home):
-    # vxbhost is the endpoint's own cluster: on Vertex, a cluster of that id that is not ours.
+def test_a_create_whose_id_is_taken_by_a_cluster_that_does_not_fit_is_refused_and_leaves_it_alone(vertex_home):
+    # vxbhost is the endpoint's own cluster: on Vertex, a cluster of that id made elsewhere, whose
+    # pool is "gpu", not the spec's "a3".
     spec = EXAMPLE.read_text().replace("display_name: demo", "display_name: vxbhost")
-    with pytest.raises(CloudApiError) as refused:
+    with pytest.raises(SpecError) as refused:
         api.create_cluster(spec, backend="vertex")
-    assert refused.value.status == "ALREADY_EXISTS" and "vxbhost" in str(refused.value), refused.value
+    assert refused.value.field == "node_pools[0]" and refused.value.value == "a3", refused.value
+    assert "exists on Vertex (made elsewhere) with pools gpu (" in str(refused.value), refused.value
     assert "vxbhost" not in [c.name for c in api.list_clusters(with_status=False)]  # nothing recorded here
     # The rollback deleted nothing there: a create of another id still runs on that cluster's endpoint.
     api.create_cluster(EXAMPLE.read_text().replace("display_name: demo", "display_name: vxdemo"), backend="vertex")
     api.delete_cluster("vxdemo")
+
+
+def test_a_training_cluster_made_elsewhere_is_attached_as_it_is_and_never_resized_or_deleted(vertex_home):
+    from jupyter_gtc.vertex_clusters.client import TrainingClusters
+
+    # Made on Vertex by someone else (another notebook, the console): our create of the same spec attaches it.
+    spec = EXAMPLE.read_text().replace("display_name: demo", "display_name: vxelse")
+    vertex = TrainingClusters("local-project", "us-central1", config.load(vertex_home).get("vertex.api_endpoint"),
+                              poll_s=0.5)
+    vertex.create("vxelse", parse_cluster_spec(parse_spec_text(spec)).to_vertex())
+    try:
+        lines: list[str] = []
+        cluster = api.create_cluster(spec, backend="vertex", progress=lines.append)
+        assert cluster.state == "RUNNING" and cluster.node_count == 2, cluster
+        assert any("training cluster vxelse exists in projects/local-project/locations/us-central1: attached as it "
+                   "is" in line for line in lines), lines
+        with pytest.raises(GtcError, match="never resizes a cluster made elsewhere"):
+            api.scale_cluster("vxelse", "a3", 3)
+        lines.clear()
+        api.delete_cluster("vxelse", progress=lines.append)
+        assert "forgot training cluster vxelse: it keeps running on Vertex, where it was made" in lines, lines
+        assert "vxelse" not in [c.name for c in api.list_clusters(with_status=False)]
+        state = vertex.get("vxelse")["clusterStatus"]["state"]
+        assert state == "RUNNING" and len(vertex.get("vxelse")["clusterStatus"]["nodesStatus"]) >= 2, state
+    finally:
+        vertex.delete("vxelse")
 
 
 def test_gtc_cluster_verbs_drive_a_training_cluster_on_vertex(vertex_home, tmp_path, capsys):

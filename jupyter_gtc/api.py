@@ -411,11 +411,15 @@ def create_study(cluster: str, spec: TuningSpec | dict[str, Any] | str | Path, n
 
     On a Vertex target (backend ``vertex``), the study is a Vertex AI HyperparameterTuningJob
     instead, its trials on the target's machine type and image (``gtc config``), and the
-    handle a ``VertexStudy`` (``services/vertex_study.py``) that Vertex AI drives."""
+    handle a ``VertexStudy`` (``services/vertex_study.py``) that Vertex AI drives. A Vertex AI
+    training cluster's trials are its Slurm jobs, as a local cluster's."""
     # A cluster that is not there is named by the tuning service, after the spec and the name are
     # checked: a bad spec is refused as such whatever the cluster.
+    from .backends.vertex_training import is_training_runtime
+
     record = next((r for r in _clusters().store.list_clusters() if r.name == cluster), None)
-    if record is not None and record.backend == "vertex":
+    # A Vertex target's study is Vertex's; a training cluster's trials are its Slurm jobs, driven here.
+    if record is not None and record.backend == "vertex" and not is_training_runtime(record.runtime):
         from .backends import get_backend
         from .services.vertex_study import create_vertex_study
 

@@ -62,6 +62,25 @@ def write_jwt_key(root: Path) -> Path:
     return key
 
 
+def keep_script(root: Path, text: str) -> Path:
+    """A submitted script kept for the job that runs it with its arguments (``rest_v42.wrap_argv``:
+    slurmrestd 22.05 mishandles argv), in a 0700 folder of the cluster's folder, so that it goes
+    with the cluster: 0700 from its creation (the job, run as this user, execs it), under a new
+    name (``O_EXCL``). Refused where that file system would not let it run (``noexec``)."""
+    import secrets
+
+    folder = root / "job-scripts"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if os.statvfs(folder).f_flag & os.ST_NOEXEC:
+        raise ClusterBusy(root.name, f"{folder} is on a file system mounted noexec, where a job with arguments "
+                                     "could not run its script; put GTC_HOME on another, or submit without arguments")
+    path = folder / f"{secrets.token_hex(8)}.script"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
+    with os.fdopen(fd, "wb") as f:
+        f.write(text.encode(errors="surrogatepass"))
+    return path
+
+
 # Where Debian (and Slurm's default PluginDir elsewhere) keeps the auth/jwt plugin.
 JWT_PLUGIN_GLOBS = ("/usr/lib/*/slurm-wlm/auth_jwt.so", "/usr/lib/slurm/auth_jwt.so", "/usr/lib64/slurm/auth_jwt.so",
                     "/usr/local/lib/slurm/auth_jwt.so")

@@ -40,6 +40,11 @@ from .base import Backend, ClusterStatus, JobLaunch, PartitionLayout, Progress, 
 _KIND = "training_cluster"  # runtime["kind"]: what routes a runtime-only call to this backend
 
 
+def is_training_runtime(runtime: dict[str, Any]) -> bool:
+    """Whether a ``vertex`` cluster's runtime is a training cluster's (not a Vertex target's)."""
+    return runtime.get("kind") == _KIND
+
+
 class VertexTrainingBackend(Backend):
     name = "vertex"
     attaches = False  # created, scaled and deleted by us

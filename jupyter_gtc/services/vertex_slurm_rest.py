@@ -74,8 +74,14 @@ class SlurmJobApi:
                 "callSlurmRestApi", rest_v42.ESLURM_REST_UNKNOWN_URL, "Unable to find requested URL"))
         users = query38.pop("users", None) if kind == "db_jobs" else None  # v0.0.38 has no such query
         target = path38 + (f"?{urllib.parse.urlencode(query38)}" if query38 else "")
-        status, raw = daemon.request(method38, target, body38)
+        kept = None
+        if kind == "submit" and body38 and "argv" in body38:  # slurmrestd 22.05 mishandles argv (rest_v42's table)
+            kept = slurm_rest.keep_script(daemon.root, body38["script"])
+            body38 = rest_v42.wrap_argv(body38, str(kept))
+        status, raw = daemon.request(method38, target, body38)  # no answer: the job may exist, its script stays
         status, answer = rest_v42.answer_42(kind, status, raw)
+        if kept is not None and not answer.get("job_id"):
+            kept.unlink(missing_ok=True)  # refused: no job will run it
         if users is not None:
             rest_v42.only_users(answer, users)
         if kind in ("db_job", "db_jobs") and answer.get("jobs"):

@@ -35,8 +35,14 @@ ints                                   ``minimum_nodes`` is sbatch's
                                        releases (as scontrol release)
 ``open_mode``: ["APPEND"]              ``open_mode``: "append"               the one word, lower-cased
 ``user_id``, ``group_id``              (jobs run as the caller)              refused
-``argv`` (the script's arguments)      ``argv``: slurmrestd 22.05.8 makes    refused
-                                       the job, then drops the connection
+submit ``argv`` (the script's          ``argv``, but slurmrestd 22.05.8      the script kept by the endpoint; a fixed
+arguments; Slurm overrides             frees it before the submit uses it    wrapper submitted (``ARGV_WRAPPER``), the
+argv[0] with the script's path)        (``_fill_job_desc_from_opts``:        arguments in the job's environment, one
+                                       ``desc->argv = sbopt->script_argv``;  variable each, read into "$@" and unset,
+                                       ``slurm_free_options_members``        then ``exec`` of the kept script (its
+                                       calls ``arg_reset_argv``, which       shebang); argv in an update refused
+                                       frees it): the job is made, then
+                                       the connection dropped unanswered
 job ``job_state``: ["RUNNING", ...]    ``job_state``: "RUNNING"              string -> [string]
 job ``exit_code``/``derived_exit_code``  wait status, an int (NO_VAL while    -> {status: [SUCCESS|ERROR|SIGNALED|PENDING],
 : {status, return_code, signal}        running)                              return_code, signal {id, name}}
@@ -119,7 +125,9 @@ QUERIES = {"jobs": {"update_time"}, "cancel": {"signal"}, "nodes": {"update_time
 def request_38(method: str, path: str, query: dict[str, str], body: dict[str, Any] | None
                ) -> tuple[str, str, str, dict[str, str], dict[str, Any] | None]:
     """``(kind, method, path, query, body)`` of the v0.0.38 request for a v0.0.42 one; raises
-    ``Refused`` (400) for a field it cannot carry, ``KeyError`` where no route matches (404)."""
+    ``Refused`` (400) for a field it cannot carry, ``KeyError`` where no route matches (404).
+    A submit with script arguments comes with them as the body's ``argv``, which must not reach
+    slurmrestd 22.05: the caller keeps the script and sends ``wrap_argv``'s body instead."""
     for verb, pattern, kind in ROUTES:
         match = pattern.fullmatch(path)
         if verb == method and match:
@@ -157,7 +165,76 @@ def submit_38(body: dict[str, Any]) -> dict[str, Any]:
     script = job.get("script", body.get("script"))
     if not isinstance(script, str) or not script.startswith("#!"):
         raise Refused("job.script", script, "the batch script's text, starting with #!")
-    return {"script": script, "job": job_desc_38({k: v for k, v in job.items() if k != "script"}, "job.")}
+    out = {"script": script, "job": job_desc_38({k: v for k, v in job.items() if k not in ("script", "argv")}, "job.")}
+    args = _script_args("job.argv", job["argv"]) if "argv" in job else []
+    if args:  # not for slurmrestd 22.05 as it is: the caller keeps the script and sends wrap_argv's body
+        _check_argv_env(out["job"], len(args))
+        out["argv"] = args
+    return out
+
+
+# A job with arguments (the table's ``argv``) is submitted as this fixed script; its own script,
+# kept by the endpoint in the cluster's folder, is the one it runs. The arguments come through
+# the job's environment, one variable each (``GTC_ARGV_1``...), read back with bash's
+# indirection (``${!name}``): no shell ever reads a string made of them. They are unset before
+# the ``exec``, so the script and its steps see the environment they were sent. The script's
+# shebang chooses its interpreter (the kernel's, as slurmstepd's exec of a batch script);
+# ``$0`` (a Python script's ``sys.argv[0]``) is the kept copy's path, where Slurm's would be
+# its spool copy's. Its ``#SBATCH`` lines were the client's to read (slurmrestd reads none).
+ARGV_PREFIX = "GTC_ARGV_"
+ARGV_WRAPPER = """#!/bin/bash
+# jupyter_gtc's local Slurm Job API: a job submitted with arguments (argv), which slurmrestd
+# 22.05 mishandles. Its own script is kept in the cluster's folder and run here with them
+# (jupyter_gtc/slurm/rest_v42.py, ARGV_WRAPPER).
+count=${GTC_ARGV_COUNT-} script=${GTC_ARGV_SCRIPT-}
+if [[ ! $count =~ ^[0-9]+$ || -z $script ]]; then
+    echo "jupyter_gtc: GTC_ARGV_COUNT and GTC_ARGV_SCRIPT are not in the job's environment" >&2
+    exit 2
+fi
+set --
+for ((i = 1; i <= count; i++)); do
+    name=GTC_ARGV_$i
+    set -- "$@" "${!name}"
+    unset "$name"
+done
+unset GTC_ARGV_COUNT GTC_ARGV_SCRIPT
+exec "$script" "$@"
+"""
+
+
+def wrap_argv(body: dict[str, Any], kept: str) -> dict[str, Any]:
+    """``request_38``'s submit body with ``argv`` (the script's arguments) as slurmrestd 22.05
+    takes it: the script replaced by ``ARGV_WRAPPER``, which runs ``kept`` (where the caller
+    keeps the submitted script) with the arguments, passed in the job's environment."""
+    args = body["argv"]
+    job = dict(body["job"])
+    job["environment"] = {**job["environment"], f"{ARGV_PREFIX}COUNT": str(len(args)),
+                          f"{ARGV_PREFIX}SCRIPT": kept, **{f"{ARGV_PREFIX}{i}": a for i, a in enumerate(args, 1)}}
+    return {"script": ARGV_WRAPPER, "job": job}
+
+
+def _script_args(name: str, value: Any) -> list[str]:
+    """v0.0.42's ``argv`` without its first item, which Slurm overrides with the script's path
+    (v0.0.42's description of the field): the arguments "$@" gets."""
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise Refused(name, value, 'a list of strings: a placeholder (Slurm sets argv[0]), then the arguments')
+    for i, arg in enumerate(value):
+        if "\0" in arg:
+            raise Refused(f"{name}[{i}]", arg, "an argument without a NUL character (a program's argument is a "
+                                               "C string)")
+    return value[1:]
+
+
+def _check_argv_env(job: dict[str, Any], count: int) -> None:
+    env = job.get("environment")
+    if not env:  # as slurmrestd refuses it (ESLURM_ENVIRONMENT_MISSING): ours must not make it look set
+        raise Refused("job.environment", env, "the job's environment, which Slurm requires for a submit "
+                                              '(e.g. ["PATH=/usr/bin:/bin"])')
+    ours = sorted(k for k in env if k.startswith(ARGV_PREFIX))
+    if ours:
+        raise Refused(f"job.environment {ours[0]}", env[ours[0]], f"names without the {ARGV_PREFIX} prefix: the "
+                                                                   f"local Slurm Job API passes a job's {count} "
+                                                                   f"argument(s) in such variables")
 
 
 _STRINGS = ("account", "array", "comment", "constraints", "current_working_directory", "dependency", "name",
@@ -215,12 +292,10 @@ def job_desc_38(job: dict[str, Any], where: str) -> dict[str, Any]:
         elif key in ("tres_per_node", "tres_per_job", "tres_per_task"):
             out.update(_tres(name, key, value))
         elif key == "argv":
-            # slurmrestd 22.05.8 makes the job, then closes the connection without an answer on a
-            # submit with argv (tried: ["job.sbatch", "--lr=0.1"] and ["--lr=0.1"]): the caller would
-            # take a job that runs for a failed submit. Refused before it reaches slurmrestd.
-            raise Refused(name, value, "slurmrestd 22.05 (v0.0.38) loses the answer to a submit with argv, "
-                                       "after making the job; pass the script's arguments in the script, or "
-                                       "use `jobs: ssh`")
+            # A submit's argv is taken out before (submit_38, wrap_argv); anywhere else it would
+            # reach slurmrestd 22.05.8, which frees it before use (see the table): refused.
+            raise Refused(name, value, "slurmrestd 22.05 (v0.0.38) loses the answer to a request with argv; "
+                                       "a job's arguments are given at its submit (job/submit's job.argv)")
         elif key in ("user_id", "group_id"):
             raise Refused(name, value, "jobs run as the caller's account (the token's user); leave it out")
         else:

@@ -65,6 +65,37 @@ def test_paths_and_queries():
         request_38("GET", "/slurm/v0.0.42/jobs/", {"bogus": "1"}, None)
 
 
+
+def test_a_submits_arguments_become_a_wrapper_and_its_environment_never_slurmrestds_argv():
+    """slurmrestd 22.05.8 frees a submit's argv before using it (the table): the arguments come out
+    of the v0.0.38 body, and wrap_argv submits a fixed script that runs the kept one with them."""
+    args = ["a b", "-n", "$HOME", "l1\nl2", ""]
+    body = submit({"script": "#!/usr/bin/env python3\n", "environment": ["PATH=/bin"], "argv": ["x", *args]})
+    assert body["argv"] == args and "argv" not in body["job"]  # argv[0] is Slurm's to set
+    wrapped = rest_v42.wrap_argv(body, "/c/job-scripts/k.script")
+    assert wrapped == {"script": rest_v42.ARGV_WRAPPER, "job": {"environment": {
+        "PATH": "/bin", "GTC_ARGV_COUNT": "5", "GTC_ARGV_SCRIPT": "/c/job-scripts/k.script", "GTC_ARGV_1": "a b",
+        "GTC_ARGV_2": "-n", "GTC_ARGV_3": "$HOME", "GTC_ARGV_4": "l1\nl2", "GTC_ARGV_5": ""}}}
+    assert "argv" not in submit({"script": "#!/bin/sh\n", "environment": ["PATH=/bin"], "argv": ["x"]})
+
+
+@pytest.mark.parametrize("job, field", [
+    ({"argv": "x --lr=1"}, "job.argv"),
+    ({"argv": ["x", "a\0b"]}, "job.argv[1]"),
+    ({"argv": ["x", "--lr=1"], "environment": ["PATH=/bin", "GTC_ARGV_1=mine"]}, "job.environment GTC_ARGV_1"),
+    ({"argv": ["x", "--lr=1"], "environment": []}, "job.environment"),
+])
+def test_arguments_the_wrapper_cannot_pass_as_given_are_refused_naming_them(job, field):
+    with pytest.raises(Refused) as refused:
+        submit({"script": "#!/bin/bash\n", "environment": ["PATH=/bin"], **job})
+    assert str(refused.value).startswith(field + ":")
+
+
+def test_argv_outside_a_submit_is_refused():
+    with pytest.raises(Refused, match="^argv:.*at its submit"):
+        request_38("POST", "/slurm/v0.0.42/job/7", {}, {"argv": ["x", "--lr=1"]})
+
+
 META = {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5},
                                                           "release": "22.05.8"}}
 

@@ -89,10 +89,11 @@ def injob_first_step(text: str, way: str) -> bool:
     return found is not None and f"step {int(found.group(1)) + 1}/" in after
 
 
-def injob_rows(api, cluster: str) -> dict[str, tuple[float, int]]:
-    """Each way once: seconds from the crash of rank 1's node to the first new step, and how many
-    processes started again."""
-    started = re.compile(r"^started: process \d+ pid \d+ on (\S+):", re.M)
+def injob_rows(api, cluster: str) -> dict[str, tuple[float, int, float]]:
+    """Each way once: seconds from the crash of rank 1's node to the first new step, how many
+    processes started again, and the slowest new process's own start (its imports and model
+    build: what a replacement that is not warm pays before it can join; 0 where none started)."""
+    started = re.compile(r"^started: process \d+ pid \d+ on (\S+): imports ([\d.]+) s, model ([\d.]+) s", re.M)
     rank1 = re.compile(r"^generation 0: rank 1 of \d+ is process \d+ pid \d+ on (\S+),", re.M)
     measured = {}
     for way in INJOB_SCRIPTS:
@@ -105,7 +106,8 @@ def injob_rows(api, cluster: str) -> dict[str, tuple[float, int]]:
         began = time.time()
         api.inject_fault(cluster, node, "crash")
         first = wait(lambda: injob_first_step(log(job), way), 300)
-        measured[way] = (first - began, len(started.findall(log(job))) - before)
+        new = started.findall(log(job))[before:]
+        measured[way] = (first - began, len(new), max((float(i) + float(m) for _, i, m in new), default=0.0))
         print(f"measured: {way}: first new step after {measured[way][0]:.1f} s, {measured[way][1]} new processes",
               flush=True)
         job.cancel().wait(120)
@@ -319,12 +321,15 @@ def main() -> int:
         print()
         print(f"a restart inside the job against a requeue: examples/injob_regression.py on 2 nodes, rank 1's node "
               f"crashed, {args.rounds} round(s) (medians), seconds from the fault")
-        print(f"{'way':<46} {'first new step':>15} {'x requeue':>10} {'new processes':>14}")
+        print(f"{'way':<46} {'first new step':>15} {'x requeue':>10} {'new processes':>14} {'their start':>12}")
         base = statistics.median(r[0] for r in injob["requeue"])
         for way, (label, *_) in INJOB_SCRIPTS.items():
             first = statistics.median(r[0] for r in injob[way])
             new = statistics.median(r[1] for r in injob[way])
-            print(f"{label:<46} {first:>15.1f} {first / base:>10.2f} {new:>14g}")
+            own = statistics.median(r[2] for r in injob[way])
+            print(f"{label:<46} {first:>15.1f} {first / base:>10.2f} {new:>14g} {own:>12.1f}")
+        print("  (their start: the slowest new process's imports and model build, from its own line; a")
+        print("   replacement that is not warm pays it before the job can train on)")
     if goodput is None:
         return 0
     print()

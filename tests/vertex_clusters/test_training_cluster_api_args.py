@@ -86,3 +86,13 @@ def test_a_tuning_study_of_4_trials_runs_through_the_slurm_job_api(vxargs):
     for t in trials:  # each trial got its own hyperparameter as its flag
         flags = json.loads((Path(t.job_dir) / "args.json").read_text())["flags"]
         assert flags == [format_flag("x", t.params["x"])], (flags, t.params)
+
+
+def test_a_recipe_runs_on_the_training_cluster_through_the_slurm_job_api(vxargs):
+    """The recipe's flags are its script's arguments (recipes/catalogue.py: "$@")."""
+    from tests.recipes.conftest import losses
+
+    job = api.run_recipe("llama-pretrain", CLUSTER, args=["--steps", "2", "--log-every", "1"])
+    assert job.wait(300).state == "COMPLETED", job.logs()
+    assert sorted(losses(job.logs())) == [1, 2]
+    assert api.recipe_output("llama-pretrain", CLUSTER) == job.model_dir

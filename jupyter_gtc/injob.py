@@ -99,7 +99,12 @@ class InJob:
         ``stateful``: objects with ``state_dict``/``load_state_dict`` (model, optimizer...)."""
         self.process = int(os.environ.get("SLURM_PROCID", "0"))
         self.total = int(os.environ.get("SLURM_NTASKS", "1"))
-        self.spares = int(os.environ.get("GTC_SPARES", "0")) if spares is None else spares
+        if spares is None:
+            said = os.environ.get("GTC_SPARES", "0")
+            if not said.isdigit():
+                raise ValueError(f"GTC_SPARES={said!r}: a whole number of the job's processes that wait (0 or more)")
+            spares = int(said)
+        self.spares = spares
         if not 0 <= self.spares < self.total and self.total > 1:
             raise ValueError(f"spares={self.spares}: the job has {self.total} processes (SLURM_NTASKS); "
                              f"between 0 and {self.total - 1} of them may wait")
@@ -234,6 +239,10 @@ class InJob:
 
     def _run(self, train: Callable[[World], Any]) -> Any:
         if self.total == 1 or not os.environ.get(LIGHTHOUSE_ENV):
+            if self.total > 1:  # each of srun's processes alone would train the whole model on its own
+                print(f"in-job restart: process {self.process} of {self.total} runs as a world of one: "
+                      f"{LIGHTHOUSE_ENV} is not set (run srun under `python -m jupyter_gtc.lighthouse srun ...`)",
+                      flush=True)
             if self.checkpoints is not None:
                 self._restore_disk()
             self.rank = 0

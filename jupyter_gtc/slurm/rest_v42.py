@@ -181,8 +181,10 @@ def submit_38(body: dict[str, Any]) -> dict[str, Any]:
 # shebang chooses its interpreter (the kernel's, as slurmstepd's exec of a batch script);
 # ``$0`` (a Python script's ``sys.argv[0]``) is the kept copy's path, where Slurm's would be
 # its spool copy's. Its ``#SBATCH`` lines were the client's to read (slurmrestd reads none).
+# ``bash -p``: the job's environment cannot change the wrapper (no ``BASH_ENV`` read, no exported
+# function standing in for ``set``, ``unset`` or ``exec``); the script gets that environment whole.
 ARGV_PREFIX = "GTC_ARGV_"
-ARGV_WRAPPER = """#!/bin/bash
+ARGV_WRAPPER = """#!/bin/bash -p
 # jupyter_gtc's local Slurm Job API: a job submitted with arguments (argv), which slurmrestd
 # 22.05 mishandles. Its own script is kept in the cluster's folder and run here with them
 # (jupyter_gtc/slurm/rest_v42.py, ARGV_WRAPPER).

@@ -91,6 +91,28 @@ def test_arguments_the_wrapper_cannot_pass_as_given_are_refused_naming_them(job,
     assert str(refused.value).startswith(field + ":")
 
 
+
+def test_the_wrapper_runs_the_kept_script_with_its_arguments_whatever_the_jobs_environment(tmp_path):
+    """The wrapper as slurmstepd would run it (bash, here without Slurm): the kept script gets the
+    arguments in "$@" and none of the wrapper's variables; an exported function named ``unset`` and
+    a ``BASH_ENV`` in the job's environment are the script's business, not the wrapper's."""
+    import subprocess
+
+    kept, wrapper, sourced = tmp_path / "kept", tmp_path / "wrapper", tmp_path / "bash_env"
+    kept.write_text("#!/bin/bash\nprintf '%s\\0' \"$@\" > args; env | grep '^GTC_ARGV' > ours || true\n")
+    wrapper.write_text(rest_v42.ARGV_WRAPPER)
+    sourced.write_text("echo sourced >> sourced_by\n")
+    kept.chmod(0o700)
+    wrapper.chmod(0o700)
+    args = ["a b", "-n", "$(id)", "l1\nl2", ""]
+    body = submit({"script": "#!/bin/bash\n", "environment": ["PATH=/usr/bin:/bin", f"BASH_ENV={sourced}",
+                                                               "BASH_FUNC_unset%%=() { :; }"], "argv": ["x", *args]})
+    env = rest_v42.wrap_argv(body, str(kept))["job"]["environment"]
+    subprocess.run([str(wrapper)], env=env, cwd=tmp_path, check=True, timeout=30)
+    assert (tmp_path / "args").read_text().split("\0")[:-1] == args
+    assert (tmp_path / "ours").read_text() == ""
+    assert (tmp_path / "sourced_by").read_text() == "sourced\n"  # by the script's bash only
+
 def test_argv_outside_a_submit_is_refused():
     with pytest.raises(Refused, match="^argv:.*at its submit"):
         request_38("POST", "/slurm/v0.0.42/job/7", {}, {"argv": ["x", "--lr=1"]})

@@ -152,16 +152,21 @@ class InJob:
         host, _, port = os.environ[LIGHTHOUSE_ENV].rpartition(":")
         self.store = TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=self.timeout_s))
 
-    def _meet(self, g: int, expected: int) -> list[dict[str, Any]]:
-        """Join generation ``g``; its members (in join order) once it closes: at least ``size``
-        arrived and either all ``expected`` did or none came for ``SETTLE_S`` (half of
-        ``timeout_s`` at the first start). The first to
-        close it writes the list (compare_set), so every process reads the same one."""
-        store = self.store
+    def _arrive(self, g: int) -> None:
+        """Be counted in generation ``g``, with what this process holds."""
         me = {"p": self.process, "rank": self.rank, "step": self.memory_step, "pid": os.getpid(),
               "node": os.environ.get("SLURMD_NODENAME", socket.gethostname())}
-        store.set(f"g{g}/p{self.process}", json.dumps(me))
-        store.add(f"g{g}/count", 1)
+        self.store.set(f"g{g}/p{self.process}", json.dumps(me))
+        self.store.add(f"g{g}/count", 1)
+
+    def _meet(self, g: int, expected: int, arrived: bool = False) -> list[dict[str, Any]]:
+        """Join generation ``g`` (unless ``arrived``); its members once it closes: at least
+        ``size`` arrived and either all ``expected`` did or none came for ``SETTLE_S`` (half of
+        ``timeout_s`` at the first start). The first to close it writes the list (compare_set),
+        so every process reads the same one."""
+        store = self.store
+        if not arrived:
+            self._arrive(g)
         deadline = time.monotonic() + self.timeout_s
         last, since = -1, time.monotonic()
         while True:
@@ -254,9 +259,10 @@ class InJob:
             self._restore_disk()  # every process, spares too: they wait warm
         else:
             self._snapshot(0)  # the state every process built: what a fault before the first snapshot resumes
-        g, expected, restarts = 0, self.total, 0
+        g, expected, restarts, arrived = 0, self.total, 0, False
         while True:
-            members = self._meet(g, expected)
+            members = self._meet(g, expected, arrived)
+            arrived = False
             expected = len(members)
             active = self._assign(g, members)
             ranks = {m["p"]: i for i, m in enumerate(active)}
@@ -282,9 +288,13 @@ class InJob:
                 print(f"in-job restart: process {self.process} (rank {self.rank}) saw {type(e).__name__}: "
                       f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}; generation {g + 1} "
                       f"resumes from step {self.memory_step}", flush=True)
-                self._call(g + 1)
-                _abandon()
+                # Counted first, then the spares called: a survivor that holds the newest state is
+                # among the first members, never left out by spares that came while it tore down.
                 g += 1
+                self._arrive(g)
+                arrived = True
+                self._call(g)
+                _abandon()
                 continue
             self.store.set("done", str(self.process))
             dist.destroy_process_group()

@@ -152,6 +152,10 @@ class LoginHost(Host):
     def remove_tree(self, path) -> None:
         self._host().remove_tree(path)
 
+    def ssh_host(self):
+        """The login node's SSH host (what serving forwards ports over), once it answers."""
+        return self._host()
+
     def __getattr__(self, name: str):  # what an SSH host has beyond Host's (forwards, connect)
         if name.startswith("_"):
             raise AttributeError(name)

@@ -63,12 +63,13 @@ class RemoteSite:
             return None
         node, port = str(said["node"]), int(said["port"])
         address = next((n.address for n in self.commands.nodes() if n.name == node and n.address), node)
-        if not isinstance(self.host, SSHHost):
+        ssh = _ssh(self.host)
+        if ssh is None:
             return address, port
         for _ in range(3):  # a free port here may be taken before ssh binds it
             local = free_ports(1, "127.0.0.1")[0]
             try:
-                self.host.forward(address, port, local)
+                ssh.forward(address, port, local)
             except CommandError as e:
                 if "in use" in str(e) or "forwarding failed" in str(e).lower():
                     continue
@@ -93,5 +94,17 @@ class RemoteSite:
 
 
 def cancel(host, forward: dict[str, Any]) -> None:
+    ssh = _ssh(host)
+    if ssh is not None:
+        ssh.cancel_forward(forward["address"], forward["port"], forward["local"])
+
+
+def _ssh(host) -> SSHHost | None:
+    """The SSH host that forwards ports to the cluster's nodes: ``host`` itself, or the one a
+    training cluster's login node is reached through (``vertex_login.LoginHost``); None where the
+    nodes are reached directly."""
     if isinstance(host, SSHHost):
-        host.cancel_forward(forward["address"], forward["port"], forward["local"])
+        return host
+    resolve = getattr(type(host), "ssh_host", None)
+    found = resolve(host) if resolve is not None else None
+    return found if isinstance(found, SSHHost) else None

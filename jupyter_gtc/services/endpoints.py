@@ -41,6 +41,7 @@ from ..serving.front import MAX_OUTSTANDING, Front, Replica
 from ..state.models import ModelTables, ModelVersionRecord
 from . import endpoint_sites
 from ..backends import get_backend
+from ..backends.vertex_training import is_training_runtime
 
 # Scaling between min_replicas and max_replicas. Vertex scales on 60% utilisation; here a replica's
 # utilisation is its outstanding requests over the most it holds (front.MAX_OUTSTANDING): a replica
@@ -332,11 +333,12 @@ class EndpointService:
     def _check_cluster(self, cluster: str) -> bool:
         """Whether ``cluster``'s replicas run on another machine (an attached cluster's nodes)."""
         found = self.clusters.get(cluster, with_status=False)  # ClusterNotFound names the known ones
-        if found.backend == "slurm":
+        if found.backend == "slurm" or is_training_runtime(found.runtime):  # reached through a login node
             return True
         network = getattr(getattr(found.spec, "local", None), "network", None)
         if found.backend != "local" or network not in ("host", "namespaces"):
-            raise SpecError("cluster", cluster, f"serving deploys to attached slurm clusters and to local clusters; "
+            raise SpecError("cluster", cluster, f"serving deploys to local clusters, attached slurm clusters and Vertex "
+                                                f"AI training clusters; "
                                                 f"{cluster} is a {found.backend} cluster" + (f" with network {network}"
                                                                                            if network else ""))
         return network == "namespaces"  # its nodes are machines of their own, each with its address

@@ -23,7 +23,7 @@ import pytest
 import jupyter_gtc
 from jupyter_gtc import api
 from jupyter_gtc.state import config, default_home
-from tests.conftest import small_gpu_spec
+from tests.conftest import sleep_until, small_gpu_spec
 
 pytestmark = pytest.mark.slurm
 
@@ -195,6 +195,28 @@ def test_the_jobs_notebook_runs_unchanged_on_a_training_cluster_created_under_it
     finally:
         if "nbjobs" in [c.name for c in api.list_clusters(with_status=False)]:
             api.delete_cluster("nbjobs")
+
+
+def test_a_model_served_on_a_training_cluster_answers_through_its_login_node_and_undeploys(vxjobs, tmp_path):
+    """Serving, as on an attached cluster: the replica is a job of the training cluster, listening on
+    its node; the front reaches it over a forward of the login node's connection."""
+    user_server = Path(__file__).parents[1] / "serving" / "user_server.py"
+    model = tmp_path / "echo"
+    model.mkdir()
+    (model / "ready").touch()
+    api.register_model(artifact_uri=str(model), model="echo-vx")
+    ep = api.deploy_model("echo-vx", "vxjobs", command=[sys.executable, str(user_server)])
+    try:
+        assert ep.predict([{"x": 1}])[0]["echo"] == {"x": 1}
+        # The registry's row says where the front reached it once its health thread wrote it.
+        assert sleep_until(lambda: ep.deployment["replicas"][0].get("forward"), 60), ep.deployment
+        replica = ep.deployment["replicas"][0]
+        assert replica["forward"]["node"] in ("a3-0", "a3-1"), replica  # on the cluster's node, forwarded
+        job = api.get_job(replica["job"], "vxjobs")
+        assert not job.finished
+    finally:
+        ep.undeploy()
+    assert job.wait(timeout=60).finished and ep.id not in [e.id for e in api.list_endpoints()]
 
 
 def test_a_scaled_training_cluster_takes_jobs_on_its_new_node(vxjobs):

@@ -21,7 +21,6 @@ on the cluster's file system, which only the login node reaches.
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
 from typing import Any
@@ -45,9 +44,9 @@ class LoginUnreachable(GtcError):
     google_status = "FAILED_PRECONDITION"
 
 
-def default_jobs() -> str:
-    """``api`` where the Slurm Job API client is installed (``vertex_clusters/slurm_api.py``), else ``ssh``."""
-    return "api" if importlib.util.find_spec("jupyter_gtc.vertex_clusters.slurm_api") is not None else "ssh"
+# How the scheduler is called where the login section does not say: through the Slurm Job API
+# (one list call a poll, no SSH command per tick); the files still go through the login node.
+DEFAULT_JOBS = "api"
 
 
 def login_instance(cluster: dict[str, Any], login_pool: str | None) -> str | None:

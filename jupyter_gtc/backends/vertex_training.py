@@ -98,7 +98,7 @@ class VertexTrainingBackend(Backend):
             cluster = client.get(spec.name)
         login = getattr(spec, "login", None)
         runtime.update(login_pool=spec.slurm.login_node_pool_id,
-                       jobs=(login and login.jobs) or vertex_login.default_jobs(),
+                       jobs=(login and login.jobs) or vertex_login.DEFAULT_JOBS,
                        login_section=login.model_dump(mode="json", exclude_none=True) if login else {})
         if vertex_login.attach(self.slurm, spec.name, runtime, cluster, self.ssh_config(), progress):
             progress(f"jobs go through login node {runtime['login']['ssh']['host']} "

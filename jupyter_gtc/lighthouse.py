@@ -15,6 +15,9 @@ when it died: NVRx's rank 0 has this limit; torchft runs its lighthouse apart to
   requeued (``scontrol requeue``: ``--no-kill`` kept Slurm from doing it when the node failed)
   and resumes from its disk checkpoint;
 - else srun's status.
+
+The store, as torchrun's rendezvous store and torch.distributed's own connections, has no login:
+it trusts the cluster's network, where the job's processes talk to each other anyway.
 """
 
 from __future__ import annotations

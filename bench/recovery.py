@@ -330,27 +330,28 @@ def main() -> int:
             print(f"{label:<46} {first:>15.1f} {first / base:>10.2f} {new:>14g} {own:>12.1f}")
         print("  (their start: the slowest new process's imports and model build, from its own line; a")
         print("   replacement that is not warm pays it before the job can train on)")
-    if goodput is None:
-        return 0
-    print()
-    print(f"goodput of {args.minutes:g} minutes of llama-pretrain, a fault on its node every {args.every:g} minutes "
-          "(crash, partition in turn; supervised)")
-    for fault, down, again, first in timeline:
-        print(f"  {fault:<10} DOWN after {down:5.1f} s, running again after {again:5.1f} s, "
-              f"first new step after {first:5.1f} s")
-    print(f"  {goodput.describe()}")
-    print(f"  {'wall':<10} {goodput.wall_s:8.1f} s")
-    print(f"  {'productive':<10} {goodput.productive_s:8.1f} s  {goodput.goodput:6.1%}")
-    for cause, seconds in goodput.badput_s.items():
-        print(f"  {cause:<10} {seconds:8.1f} s  {seconds / goodput.wall_s:6.1%}")
-    print()
-    print(f"the restarted job's startup, from its own log (recipes/startup.py), medians of {len(STARTUPS)} restarts")
-    names = list(dict.fromkeys(name for parts in STARTUPS for name in parts))
-    for name in names:
-        values = [parts[name] for parts in STARTUPS if name in parts]
-        print(f"  {name:<12} {statistics.median(values):6.1f} s  (min {min(values):.1f}, max {max(values):.1f})")
+    if goodput is not None:
+        print()
+        print(f"goodput of {args.minutes:g} minutes of llama-pretrain, a fault on its node every {args.every:g} minutes "
+              "(crash, partition in turn; supervised)")
+        for fault, down, again, first in timeline:
+            print(f"  {fault:<10} DOWN after {down:5.1f} s, running again after {again:5.1f} s, "
+                  f"first new step after {first:5.1f} s")
+        print(f"  {goodput.describe()}")
+        print(f"  {'wall':<10} {goodput.wall_s:8.1f} s")
+        print(f"  {'productive':<10} {goodput.productive_s:8.1f} s  {goodput.goodput:6.1%}")
+        for cause, seconds in goodput.badput_s.items():
+            print(f"  {cause:<10} {seconds:8.1f} s  {seconds / goodput.wall_s:6.1%}")
+    # Also without the goodput run (--minutes 0): the restarts of the fault rows have their lines.
+    if STARTUPS:
+        print()
+        print(f"the restarted job's startup, from its own log (recipes/startup.py), medians of {len(STARTUPS)} "
+              "restarts")
+        names = list(dict.fromkeys(name for parts in STARTUPS for name in parts))
+        for name in names:
+            values = [parts[name] for parts in STARTUPS if name in parts]
+            print(f"  {name:<12} {statistics.median(values):6.1f} s  (min {min(values):.1f}, max {max(values):.1f})")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

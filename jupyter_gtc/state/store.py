@@ -67,6 +67,8 @@ def make_private_again(db: Path) -> None:
         except OSError:
             continue
         private = stat.S_IMODE(st.st_mode) & ~0o077
+        if path == db.parent and st.st_mode & (stat.S_ISVTX | stat.S_IWOTH):
+            continue  # a shared folder (/tmp, GTC_HOME=/tmp): no one's home; made private, it locks everyone out
         if st.st_uid == os.geteuid() and not stat.S_ISLNK(st.st_mode) and stat.S_IMODE(st.st_mode) != private:
             os.chmod(path, private if path == db.parent else private & 0o600)
 

@@ -54,6 +54,17 @@ def test_an_install_from_before_is_made_private_when_its_store_is_opened(tmp_pat
         old.close()
 
 
+def test_a_shared_folder_given_as_the_home_is_never_made_private(tmp_path, umask_022):
+    # GTC_HOME=/tmp (or any sticky, world-writable folder): its state.db is ours, the folder is
+    # everyone's. Made 0700 once, every other user (and a normal user's cluster, whose jobs' TMPDIR
+    # is /tmp) was locked out of /tmp.
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    assert open_store(shared).list_clusters() == []
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777 and mode(shared / "state.db") == 0o600
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
 def test_a_home_of_another_users_is_left_as_it_is(tmp_path, umask_022):
     home = tmp_path / "theirs"

@@ -67,8 +67,10 @@ REASON = "gtc-supervisor:"
 # plainly PENDING this long instead: no longer COMPLETING, so every node has ended the old run
 # and revoked its credential, whole seconds before any new one is made (and their failed node
 # is dead, fenced or drained). 11 s less of every recovery on a local cluster, 121 s with
-# Slurm's default cred_expire.
-RELEASE_AFTER_S = 2.0
+# Slurm's default cred_expire. One second is enough: every revocation happened before the job
+# was first seen PENDING (``pending_since``), so a credential made a second or more after that
+# is of a later whole second than any revocation (the nodes share this machine's clock).
+RELEASE_AFTER_S = 1.0
 RELEASE_WATCH_S = 120.0  # a job not requeued within this (not --requeue: it ended) is forgotten
 
 

@@ -88,6 +88,18 @@ def sshd(tmp_path_factory):
     server.stop()
 
 
+PROXIES = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
+
+
+def no_egress(env) -> None:
+    """No request may leave the machine: every HTTP(S) client's proxy (``env``, a MonkeyPatch) is
+    a port where nothing listens, loopback excepted, so a call meant for Google fails at once."""
+    for proxy in PROXIES:
+        env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
+    env.setenv("NO_PROXY", "127.0.0.1,localhost")
+    env.setenv("no_proxy", "127.0.0.1,localhost")
+
+
 def sleep_until(condition, timeout: float = 60) -> bool:
     """Wait, as an idle kernel would, until ``condition()`` holds; False after ``timeout`` s."""
     deadline = time.monotonic() + timeout

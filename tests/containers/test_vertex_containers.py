@@ -20,7 +20,7 @@ import pytest
 
 from jupyter_gtc import api
 from jupyter_gtc._process import run
-from tests.conftest import sleep_until
+from tests.conftest import no_egress, sleep_until
 from tests.containers.image import BASE, TRAINER, base_image, trainer_image, tuner_image
 
 pytestmark = [pytest.mark.slurm,
@@ -53,10 +53,7 @@ def aiplatform(endpoint, monkeypatch):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform
 
-    for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-        monkeypatch.setenv(proxy, "http://127.0.0.1:9")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    no_egress(monkeypatch)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint.storage_host)
     aiplatform.init(project="local-project", location="us-central1", staging_bucket="gs://local-bucket",
                     api_endpoint=endpoint.api_endpoint, api_transport="rest", credentials=AnonymousCredentials())

@@ -15,6 +15,7 @@ import pytest
 
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import ActionNotSupported, SettingMissing, SpecError
+from tests.conftest import no_egress
 
 pytestmark = pytest.mark.slurm
 
@@ -27,10 +28,7 @@ def target(slurm_available):
     from tests.conftest import small_gpu_spec
 
     with pytest.MonkeyPatch.context() as env:
-        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
-        env.setenv("NO_PROXY", "127.0.0.1,localhost")
-        env.setenv("no_proxy", "127.0.0.1,localhost")
+        no_egress(env)
         cluster = api.create_cluster(small_gpu_spec("vxlocal", nodes=2, machine="n2-standard-4"))
         endpoint = api.start_vertex_endpoint(cluster.name)
         attached = api.attach_vertex({"display_name": "vx", "api_endpoint": f"local:{endpoint.port}",

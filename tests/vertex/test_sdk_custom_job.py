@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from jupyter_gtc import api
-from tests.conftest import sleep_until
+from tests.conftest import no_egress, sleep_until
 from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
 from tests.vertex.test_gcs_host import BROWSER_HEADERS, call
 
@@ -43,10 +43,7 @@ def aiplatform(endpoint, monkeypatch):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform
 
-    for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-        monkeypatch.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    no_egress(monkeypatch)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint.storage_host)  # the SDK's uploads (what the magic sets)
     aiplatform.init(project="local-project", location="us-central1", staging_bucket="gs://local-bucket",
                     api_endpoint=endpoint.api_endpoint, api_transport="rest", credentials=AnonymousCredentials())

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from jupyter_gtc import api
-from tests.conftest import small_gpu_spec
+from tests.conftest import no_egress, small_gpu_spec
 from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
 from tests.serving.tiny_model import generate_here, save_tiny_llama
 
@@ -31,10 +31,7 @@ PROXIES = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
 @pytest.fixture(scope="module")
 def endpoint(slurm_available):
     with pytest.MonkeyPatch.context() as env:
-        for proxy in PROXIES:
-            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
-        env.setenv("NO_PROXY", "127.0.0.1,localhost")
-        env.setenv("no_proxy", "127.0.0.1,localhost")
+        no_egress(env)
         env.setenv("OMP_NUM_THREADS", "1")  # the replicas' torch, on the shared cores (notes/recipes.md)
         # Two nodes of one CPU each: a replica's job takes one, so two replicas can run.
         cluster = api.create_cluster(small_gpu_spec("vxep", nodes=2, machine=MACHINE))
@@ -49,10 +46,7 @@ def aiplatform(endpoint, monkeypatch):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform
 
-    for proxy in PROXIES:
-        monkeypatch.setenv(proxy, "http://127.0.0.1:9")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    no_egress(monkeypatch)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint.storage_host)  # the SDK's uploads
     aiplatform.init(project="local-project", location="us-central1", staging_bucket="gs://local-bucket",
                     api_endpoint=endpoint.api_endpoint, api_transport="rest", credentials=AnonymousCredentials())

@@ -14,6 +14,7 @@ import pytest
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import ModelNotFound
 from jupyter_gtc.registry import ModelRef
+from tests.conftest import no_egress
 
 pytestmark = pytest.mark.slurm
 
@@ -25,10 +26,7 @@ def endpoint(slurm_available):
     from tests.conftest import small_gpu_spec
 
     with pytest.MonkeyPatch.context() as env:
-        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
-        env.setenv("NO_PROXY", "127.0.0.1,localhost")
-        env.setenv("no_proxy", "127.0.0.1,localhost")
+        no_egress(env)
         cluster = api.create_cluster(small_gpu_spec("vxmodels", nodes=1))
         endpoint = api.start_vertex_endpoint(cluster.name)
         target = api.attach_vertex({"display_name": "vxm", "api_endpoint": f"local:{endpoint.port}"})
@@ -43,10 +41,7 @@ def aiplatform(endpoint, monkeypatch):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform
 
-    for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-        monkeypatch.setenv(proxy, "http://127.0.0.1:9")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    no_egress(monkeypatch)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint[0].storage_host)  # the SDK's uploads
     aiplatform.init(project="local-project", location="us-central1", staging_bucket="gs://local-bucket",
                     api_endpoint=endpoint[0].api_endpoint, api_transport="rest", credentials=AnonymousCredentials())

@@ -23,6 +23,7 @@ import jupyter_gtc
 from jupyter_gtc import api
 from jupyter_gtc.spec.machines import MACHINE_TYPES
 from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
+from tests.conftest import no_egress
 
 EXAMPLE = Path(jupyter_gtc.__file__).parent / "examples" / "clusters" / "local-a3.yaml"
 H100_RESERVATION = {
@@ -50,10 +51,7 @@ TOKEN = "the-endpoints-token"
 @pytest.fixture(scope="module")
 def no_proxy():
     with pytest.MonkeyPatch.context() as env:
-        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
-        env.setenv("NO_PROXY", "127.0.0.1,localhost")
-        env.setenv("no_proxy", "127.0.0.1,localhost")
+        no_egress(env)
         yield
 
 

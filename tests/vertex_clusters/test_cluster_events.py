@@ -23,7 +23,7 @@ from jupyter_gtc.exceptions import GtcError, SpecError
 from jupyter_gtc.slurm.parse import NodeStatus
 from jupyter_gtc.state import config
 from jupyter_gtc.vertex_clusters.events import EventLog, history_rows, with_drain_reasons
-from tests.conftest import sleep_until, small_gpu_spec
+from tests.conftest import no_egress, sleep_until, small_gpu_spec
 
 EXAMPLE = Path(jupyter_gtc.__file__).parent / "examples" / "clusters" / "local-a3.yaml"
 
@@ -34,10 +34,7 @@ def vertex_home(slurm_available):
     own = Path(os.environ["GTC_HOME"])
     other = tempfile.mkdtemp(prefix="gtc-vxev-")
     with pytest.MonkeyPatch.context() as env:
-        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
-        env.setenv("NO_PROXY", "127.0.0.1,localhost")
-        env.setenv("no_proxy", "127.0.0.1,localhost")
+        no_egress(env)
         env.setenv("GTC_VERTEX_POLL_S", "0.5")
         env.setenv("GTC_HOME", other)
         try:

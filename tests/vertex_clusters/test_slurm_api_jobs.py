@@ -19,7 +19,7 @@ from jupyter_gtc.spec.cluster import load_cluster_spec
 from jupyter_gtc.vertex_clusters.client import TrainingClusters
 from jupyter_gtc.vertex_clusters.job_desc import OptionRefused
 from jupyter_gtc.vertex_clusters.slurm_api import SlurmJobApi
-from tests.conftest import sleep_until, small_gpu_spec
+from tests.conftest import no_egress, sleep_until, small_gpu_spec
 
 pytestmark = pytest.mark.slurm
 
@@ -40,10 +40,7 @@ class CountingClusters(TrainingClusters):
 @pytest.fixture(scope="module")
 def slurm_api(slurm_available):
     with pytest.MonkeyPatch.context() as env:
-        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
-        env.setenv("NO_PROXY", "127.0.0.1,localhost")
-        env.setenv("no_proxy", "127.0.0.1,localhost")
+        no_egress(env)
         host = api.create_cluster(small_gpu_spec("vxahost", nodes=1))  # the cluster the endpoint serves jobs on
         endpoint = api.start_vertex_endpoint(host.name)
         try:

@@ -23,7 +23,7 @@ import jupyter_gtc
 from jupyter_gtc import api
 from jupyter_gtc.spec.cluster import load_cluster_spec
 from jupyter_gtc.vertex_clusters.client import TrainingClusters
-from tests.conftest import sleep_until, small_gpu_spec
+from tests.conftest import no_egress, sleep_until, small_gpu_spec
 from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slurm
@@ -36,10 +36,7 @@ CLUSTER = "vxrest"
 @pytest.fixture(scope="module")
 def endpoint(slurm_available):
     with pytest.MonkeyPatch.context() as env:
-        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
-        env.setenv("NO_PROXY", "127.0.0.1,localhost")
-        env.setenv("no_proxy", "127.0.0.1,localhost")
+        no_egress(env)
         host = api.create_cluster(small_gpu_spec("vxrhost", nodes=1))  # the cluster the endpoint serves jobs on
         endpoint = api.start_vertex_endpoint(host.name)
         try:

@@ -23,7 +23,7 @@ import pytest
 import jupyter_gtc
 from jupyter_gtc import api
 from jupyter_gtc.state import config, default_home
-from tests.conftest import sleep_until, small_gpu_spec
+from tests.conftest import no_egress, sleep_until, small_gpu_spec
 
 pytestmark = pytest.mark.slurm
 
@@ -47,10 +47,7 @@ def endpoint(slurm_available, sshd, tmp_path_factory):
     ssh_config = tmp_path_factory.mktemp("ssh") / "config"
     ssh_config.write_text(sshd.config.read_text().replace(f"Host {sshd.alias}\n", "Host *-login-0\n"))
     with pytest.MonkeyPatch.context() as env:
-        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
-        env.setenv("NO_PROXY", "127.0.0.1,localhost")
-        env.setenv("no_proxy", "127.0.0.1,localhost")
+        no_egress(env)
         env.setenv("GTC_VERTEX_POLL_S", "0.5")
         env.setenv("GTC_HOME", str(other))
         try:

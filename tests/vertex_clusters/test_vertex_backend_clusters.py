@@ -22,7 +22,7 @@ from jupyter_gtc import api
 from jupyter_gtc.exceptions import GtcError, SpecError
 from jupyter_gtc.spec.cluster import load_cluster_spec, parse_cluster_spec, parse_spec_text
 from jupyter_gtc.state import config
-from tests.conftest import small_gpu_spec
+from tests.conftest import no_egress, small_gpu_spec
 
 pytestmark = pytest.mark.slurm
 
@@ -35,10 +35,7 @@ def vertex_home(slurm_available):
     own = Path(os.environ["GTC_HOME"])
     other = tempfile.mkdtemp(prefix="gtc-vertex-")
     with pytest.MonkeyPatch.context() as env:
-        for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
-            env.setenv(proxy, "http://127.0.0.1:9")  # discard: nothing answers there
-        env.setenv("NO_PROXY", "127.0.0.1,localhost")
-        env.setenv("no_proxy", "127.0.0.1,localhost")
+        no_egress(env)
         env.setenv("GTC_VERTEX_POLL_S", "0.5")
         env.setenv("GTC_HOME", other)
         try:

@@ -212,10 +212,11 @@ def stop(label: str, run_dir: Path, grace: float = 0.0, keep_record: bool = Fals
             _signal(init, signal.SIGTERM)  # tini passes it on to the daemon
             _wait_gone(wrapper, grace)
         if namespaces and _alive(wrapper):
+            inside = _tree([wrapper])  # the namespace's processes: the wrapper goes first, they a moment after
             for proc in (init, wrapper):
                 if proc is not None:
                     _signal(proc, signal.SIGKILL)
-            _wait_gone(wrapper, 10)
+            psutil.wait_procs(inside, timeout=10)  # "stopped" means no process of it is left, a crash's too
         elif not namespaces:
             _kill_tree([wrapper], uid)
     if not keep_record:

@@ -216,7 +216,8 @@ def stop(label: str, run_dir: Path, grace: float = 0.0, keep_record: bool = Fals
             for proc in (init, wrapper):
                 if proc is not None:
                     _signal(proc, signal.SIGKILL)
-            psutil.wait_procs(inside, timeout=10)  # "stopped" means no process of it is left, a crash's too
+            for proc in inside:  # "stopped": no process of it is left (a zombie is gone: ours reaped here)
+                _wait_gone(proc, 10)
         elif not namespaces:
             _kill_tree([wrapper], uid)
     if not keep_record:

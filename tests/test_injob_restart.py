@@ -6,6 +6,7 @@ requeued, and its metrics show each step once. On a real local cluster, with its
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -45,18 +46,34 @@ def cluster(slurm_available):
     api.delete_cluster(made.name)
 
 
-def test_a_node_crash_is_survived_by_the_processes_left_and_a_warm_spare_with_each_step_once(cluster, tmp_path):
+def held_with_two_spares(cluster: str, go: Path):
+    """A job of SCRIPT with two warm spares, held after step 13 (its last snapshot: 10) until
+    ``go`` exists, returned once every process started and the spares wait: the job, each
+    process's ``{process: (pid, node)}`` and generation 0's ``{rank: (process, pid, node)}``."""
     from jupyter_gtc import api
 
-    go = tmp_path / "go"
     job = api.submit_job(cluster, SCRIPT, script_args=["--spares", "2", "--hold_at_step", "13", "--hold_until", str(go)])
-    # Held after step 13 (its last snapshot: 10), every process started, the spares waiting.
     assert sleep_until(lambda: "step 13/30" in job.logs() and len(STARTED.findall(job.logs())) == 4, 240), \
         job.logs()
     before = job.logs()
     started = {int(p): (int(pid), node) for p, pid, node in STARTED.findall(before)}
     first = {int(rank): (int(p), int(pid), node) for g, rank, p, pid, node, _ in GENERATION.findall(before)}
-    assert set(first) == {0, 1} and first[0][2] != first[1][2], before  # one active rank a node
+    return job, started, first
+
+
+def trained_steps(job) -> list[int]:
+    """The steps of the job's train/loss metric, sorted: each once where a redone step replaced the first."""
+    table = job.metrics()
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else [vars(s) for s in table]
+    return sorted(r["step"] for r in rows if r["tag"] == "train/loss")
+
+
+def test_a_node_crash_is_survived_by_the_processes_left_and_a_warm_spare_with_each_step_once(cluster, tmp_path):
+    from jupyter_gtc import api
+
+    go = tmp_path / "go"
+    job, started, first = held_with_two_spares(cluster, go)
+    assert set(first) == {0, 1} and first[0][2] != first[1][2], job.logs()  # one active rank a node
     survivor, lost = first[0], first[1]
     spare = next(p for p, (_, node) in started.items() if node == survivor[2] and p != survivor[0])
 
@@ -75,10 +92,8 @@ def test_a_node_crash_is_survived_by_the_processes_left_and_a_warm_spare_with_ea
     assert re.search(r"^in-job restart: process \d+ \(rank 0\) saw .*generation 1 resumes from step 10$", log, re.M), log
 
     # Each step once in the job's metrics (the redone 11-13 replace the first ones), up to the end.
-    table = job.metrics()
-    rows = table.to_dict("records") if hasattr(table, "to_dict") else [vars(s) for s in table]
-    steps = [r["step"] for r in rows if r["tag"] == "train/loss"]
-    assert sorted(steps) == list(range(1, 31)), steps
+    steps = trained_steps(job)
+    assert steps == list(range(1, 31)), steps
     # The redone steps are the same steps: the snapshot restored model, optimizer and generators.
     printed = re.findall(r"^step (\d+)/30 loss (\S+)$", log, re.M)
     by_step: dict[str, set[str]] = {}
@@ -92,15 +107,8 @@ def test_a_killed_process_is_replaced_by_the_spare_on_its_node_and_the_others_ke
     node takes its rank, so each node keeps its share of ranks; rank 0 keeps its process."""
     import psutil
 
-    from jupyter_gtc import api
-
     go = tmp_path / "go"
-    job = api.submit_job(cluster, SCRIPT, script_args=["--spares", "2", "--hold_at_step", "13", "--hold_until", str(go)])
-    assert sleep_until(lambda: "step 13/30" in job.logs() and len(STARTED.findall(job.logs())) == 4, 240), \
-        job.logs()
-    before = job.logs()
-    started = {int(p): (int(pid), node) for p, pid, node in STARTED.findall(before)}
-    first = {int(rank): (int(p), int(pid), node) for g, rank, p, pid, node, _ in GENERATION.findall(before)}
+    job, started, first = held_with_two_spares(cluster, go)
     lost = first[1]
     spare = next(p for p, (_, node) in started.items() if node == lost[2] and p != lost[0])
 
@@ -121,9 +129,8 @@ def test_a_killed_process_is_replaced_by_the_spare_on_its_node_and_the_others_ke
     again = {int(rank): (int(p), int(pid), node, int(start))
              for g, rank, p, pid, node, start in GENERATION.findall(log) if g == "1"}
     assert again == {0: (*first[0], 11), 1: (spare, started[spare][0], lost[2], 11)}, log
-    table = job.metrics()
-    rows = table.to_dict("records") if hasattr(table, "to_dict") else [vars(s) for s in table]
-    assert sorted(r["step"] for r in rows if r["tag"] == "train/loss") == list(range(1, 31)), rows
+    steps = trained_steps(job)
+    assert steps == list(range(1, 31)), steps
 
 
 def test_a_job_whose_spares_are_used_up_is_requeued_and_resumes_from_its_disk_checkpoint_each_step_once(
@@ -147,6 +154,5 @@ def test_a_job_whose_spares_are_used_up_is_requeued_and_resumes_from_its_disk_ch
     first, marker, second = log.partition("--- jupyter_gtc: attempt 2 (requeued)")
     assert marker and "exits with status 75" in first and "lighthouse: the training could not carry on" in first, log
     assert re.search(r"^resuming from \S+/step-00000010 \(step 10\)$", second, re.M), log
-    table = job.metrics()
-    rows = table.to_dict("records") if hasattr(table, "to_dict") else [vars(s) for s in table]
-    assert sorted(r["step"] for r in rows if r["tag"] == "train/loss") == list(range(1, 31)), rows
+    steps = trained_steps(job)
+    assert steps == list(range(1, 31)), steps

@@ -296,19 +296,24 @@ export interface IOperation {
 }
 
 /**
- * Something that happened to a node of a cluster (a row of `cluster_events`, written by the
- * supervisor, `backends/supervisor.py`; the event names are `health/ladder.py`'s): the
- * remediation history the sidebar shows under a cluster.
+ * Something that happened to a node of a cluster: the remediation history the sidebar shows
+ * under a cluster. For a local cluster, a row of `cluster_events`, written by the supervisor
+ * (`backends/supervisor.py`; the event names are `health/ladder.py`'s); for a Vertex AI
+ * training cluster, one of Vertex's `clusterEvents`, kept across polls
+ * (`vertex_clusters/events.py`).
  */
 export interface IClusterEvent {
   /** Seconds since the epoch; `GET clusters/<name>/events?since=<time>` answers only newer ones. */
   time: number;
-  /** The node it concerns (`gpu-1`). */
+  /** The node it concerns (`gpu-1`; on Vertex, its `instanceName`). */
   node: string;
-  /** detected, down, unreachable, restarted, reimaged, replaced, still failing, healthy,
-   * gave up, back, left alone, released, hang, ... */
+  /** The supervisor's: detected, down, unreachable, restarted, reimaged, replaced, still failing,
+   * healthy, gave up, back, left alone, released, hang, ...; Vertex's `eventType` as it names it:
+   * VM_SLURM_DRAIN, VM_REPORT_AND_REPLACEMENT, ... (the local Vertex endpoint's others are the
+   * supervisor's, as GTC_DOWN, GTC_STILL_FAILING, ...). */
   event: string;
-  /** Why, or what was done, for a person ("its slurmd exited", "job 12 wrote nothing ..."); may be "". */
+  /** Why, or what was done, for a person ("its slurmd exited", "job 12 wrote nothing ..."; on
+   * Vertex, its `description`: the drain's or the report's reason); may be "". */
   detail: string;
 }
 

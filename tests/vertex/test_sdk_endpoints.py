@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import http.client
 import json
-import subprocess
-import sys
 
 import pytest
 
 from jupyter_gtc import api
 from tests.conftest import no_egress, small_gpu_spec
 from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
+from tests.refusals import post_as_another_user
 from tests.serving.tiny_model import generate_here, save_tiny_llama
 
 pytestmark = pytest.mark.slurm
@@ -200,40 +199,13 @@ def test_predict_answers_429_while_the_model_is_being_deployed(aiplatform, endpo
     assert api.get_model("sdk-llama-busy").deployment is None
 
 
-# Another local user (run as gtc-test) against :predict: refused before the body is read,
-# without the endpoint's token; with it in an Authorization header, the request is served.
-AS_ANOTHER_USER = """
-import http.client, json, socket, sys
-port, token, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-def announce(headers):  # headers only: the answer must come before any of the body
-    s = socket.create_connection(("127.0.0.1", port), timeout=60)
-    s.sendall(("POST %s HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nContent-Type: application/json\\r\\n%s"
-               "Content-Length: 1000000\\r\\n\\r\\n" % (path, port, headers)).encode())
-    answer = b""
-    while chunk := s.recv(65536):  # the refusal, then the connection closed unread
-        answer += chunk
-    s.close()
-    answer = answer.decode(errors="replace")
-    return int(answer.split()[1]), answer.partition("\\r\\n\\r\\n")[2]
-def call(headers):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request("POST", path, body=json.dumps({"instances": [{"prompt": "The"}]}),
-              headers={"Content-Type": "application/json", **headers})
-    r = c.getresponse()
-    return r.status, json.loads(r.read())
-print(json.dumps({"none": announce(""), "wrong": announce("Authorization: Bearer nope\\r\\n"),
-                  "token": call({"Authorization": "Bearer " + token})}))
-"""
-
-
 def test_another_local_user_is_refused_before_the_body_unless_it_shows_the_token(aiplatform, endpoint,
                                                                                   normal_user):
+    """Against :predict: refused before the body is read, without the endpoint's token; with it
+    in an Authorization header, the request is served."""
     ep = aiplatform.Endpoint.create(display_name="sdk-guarded")
-    ran = subprocess.run(["runuser", "-u", normal_user.name, "--", sys.executable, "-c", AS_ANOTHER_USER,
-                          str(endpoint.port), endpoint.token, f"/v1/{ep.resource_name}:predict"],
-                         env=normal_user.env(), capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0, ran.stderr
-    got = json.loads(ran.stdout)
+    got = post_as_another_user(normal_user, endpoint.port, endpoint.token, f"/v1/{ep.resource_name}:predict",
+                               json.dumps({"instances": [{"prompt": "The"}]}))
     assert got["none"][0] == 403 and "Authorization: Bearer" in got["none"][1], got
     assert got["wrong"][0] == 401, got
     # With the token the request reaches PredictionService, which says what is missing.

@@ -9,10 +9,7 @@ supervisor, which Vertex would do, and the drain and the replacement come back a
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,9 +18,9 @@ import jupyter_gtc
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import GtcError, SpecError
 from jupyter_gtc.slurm.parse import NodeStatus
-from jupyter_gtc.state import config
 from jupyter_gtc.vertex_clusters.events import EventLog, history_rows, with_drain_reasons
-from tests.conftest import no_egress, sleep_until, small_gpu_spec
+from tests.conftest import sleep_until
+from tests.vertex_clusters.conftest import local_vertex_endpoint
 
 EXAMPLE = Path(jupyter_gtc.__file__).parent / "examples" / "clusters" / "local-a3.yaml"
 
@@ -31,28 +28,8 @@ EXAMPLE = Path(jupyter_gtc.__file__).parent / "examples" / "clusters" / "local-a
 @pytest.fixture(scope="module")
 def vertex_home(slurm_available):
     """This test's GTC_HOME, with ``vertex.api_endpoint`` set to a local endpoint serving from another."""
-    own = Path(os.environ["GTC_HOME"])
-    other = tempfile.mkdtemp(prefix="gtc-vxev-")
-    with pytest.MonkeyPatch.context() as env:
-        no_egress(env)
-        env.setenv("GTC_VERTEX_POLL_S", "0.5")
-        env.setenv("GTC_HOME", other)
-        try:
-            host = api.create_cluster(small_gpu_spec("vxevhost", nodes=1))
-            endpoint = api.start_vertex_endpoint(host.name)
-            env.setenv("GTC_HOME", str(own))
-            config.set_value(own, "vertex.api_endpoint", endpoint.api_endpoint)
-            yield own
-        finally:
-            config.unset(own, "vertex.api_endpoint")
-            for name in [c.name for c in api.list_clusters(with_status=False)]:
-                if name == "vxev":
-                    api.delete_cluster(name)
-            env.setenv("GTC_HOME", other)
-            for cluster in api.list_clusters(with_status=False):  # the endpoint's clusters, the host last
-                api.delete_cluster(cluster.name)
-            env.setenv("GTC_HOME", str(own))
-            shutil.rmtree(other, ignore_errors=True)
+    with local_vertex_endpoint("vxevhost", made=("vxev",), second_home="gtc-vxev-") as served:
+        yield served.own
 
 
 @pytest.mark.slurm

@@ -10,8 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import json
-import subprocess
-import sys
 
 import pytest
 import requests
@@ -20,9 +18,10 @@ import jupyter_gtc
 from jupyter_gtc import api
 from jupyter_gtc.exceptions import CloudApiError, SpecError
 from jupyter_gtc.spec.cluster import load_cluster_spec
-from jupyter_gtc.vertex_clusters.client import TrainingClusters
-from tests.conftest import no_egress, sleep_until, small_gpu_spec
+from tests.conftest import sleep_until
 from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
+from tests.refusals import post_as_another_user
+from tests.vertex_clusters.conftest import local_vertex_endpoint, training_clusters
 
 pytestmark = pytest.mark.slurm
 
@@ -32,23 +31,13 @@ PARENT = "projects/local-project/locations/us-central1"
 
 @pytest.fixture(scope="module")
 def endpoint(slurm_available):
-    with pytest.MonkeyPatch.context() as env:
-        no_egress(env)
-        host = api.create_cluster(small_gpu_spec("vxchost", nodes=1))  # the cluster the endpoint serves jobs on
-        endpoint = api.start_vertex_endpoint(host.name)
-        try:
-            yield endpoint
-        finally:
-            for name in ("vxtrain",):
-                if name in [c.name for c in api.list_clusters(with_status=False)]:
-                    api.delete_cluster(name)
-            api.delete_cluster(host.name)
+    with local_vertex_endpoint("vxchost", made=("vxtrain",)) as served:
+        yield served.endpoint
 
 
 @pytest.fixture
 def client(endpoint):
-    return TrainingClusters("local-project", "us-central1", api_endpoint=endpoint.api_endpoint,
-                            poll_s=0.2, max_poll_s=1.0)
+    return training_clusters(endpoint)
 
 
 def body() -> dict:
@@ -117,37 +106,12 @@ def test_a_hyphenated_id_is_refused_naming_the_rule(client, endpoint):
     assert "my-train" not in [c.name for c in api.list_clusters(with_status=False)]
 
 
-# Another local user (run as gtc-test) against a create: refused before the body is read without
-# the endpoint's token (403), with a wrong one (401); with it, served (here: the id refused).
-AS_ANOTHER_USER = """
-import http.client, json, socket, sys
-port, token, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-def announce(headers):  # headers only: the answer must come before any of the body
-    s = socket.create_connection(("127.0.0.1", port), timeout=60)
-    s.sendall(("POST %s HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nContent-Type: application/json\\r\\n%s"
-               "Content-Length: 1000000\\r\\n\\r\\n" % (path, port, headers)).encode())
-    answer = b""
-    while chunk := s.recv(65536):
-        answer += chunk
-    s.close()
-    return int(answer.decode(errors="replace").split()[1])
-c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-c.request("POST", path, body=sys.stdin.read(), headers={"Content-Type": "application/json",
-                                                       "Authorization": "Bearer " + token})
-r = c.getresponse()
-print(json.dumps({"none": announce(""), "wrong": announce("Authorization: Bearer nope\\r\\n"),
-                  "token": [r.status, json.loads(r.read())]}))
-"""
-
-
 def test_another_local_user_is_refused_before_the_body_unless_it_shows_the_token(endpoint, normal_user):
+    """Against a create: refused before the body is read without the endpoint's token (403), with
+    a wrong one (401); with it, served (here: the id refused)."""
     path = f"/v1beta1/{PARENT}/modelDevelopmentClusters?modelDevelopmentClusterId=vx-other"
-    ran = subprocess.run(["runuser", "-u", normal_user.name, "--", sys.executable, "-c", AS_ANOTHER_USER,
-                          str(endpoint.port), endpoint.token, path], input=json.dumps(body()),
-                         env=normal_user.env(), capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0, ran.stderr
-    got = json.loads(ran.stdout)
-    assert (got["none"], got["wrong"]) == (403, 401), got
+    got = post_as_another_user(normal_user, endpoint.port, endpoint.token, path, json.dumps(body()))
+    assert (got["none"][0], got["wrong"][0]) == (403, 401), got
     status, answer = got["token"]
     assert status == 400 and "no hyphens" in answer["error"]["message"], got  # reached the service
     assert "vx-other" not in [c.name for c in api.list_clusters(with_status=False)]

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import jupyter_gtc
-from jupyter_gtc import api
 from jupyter_gtc.exceptions import CommandError
 from jupyter_gtc.hosts import LOCAL
 from jupyter_gtc.slurm.commands import state_refusal
@@ -19,7 +18,8 @@ from jupyter_gtc.spec.cluster import load_cluster_spec
 from jupyter_gtc.vertex_clusters.client import TrainingClusters
 from jupyter_gtc.vertex_clusters.job_desc import OptionRefused
 from jupyter_gtc.vertex_clusters.slurm_api import SlurmJobApi
-from tests.conftest import no_egress, sleep_until, small_gpu_spec
+from tests.conftest import sleep_until
+from tests.vertex_clusters.conftest import local_vertex_endpoint, training_clusters
 
 pytestmark = pytest.mark.slurm
 
@@ -39,19 +39,10 @@ class CountingClusters(TrainingClusters):
 
 @pytest.fixture(scope="module")
 def slurm_api(slurm_available):
-    with pytest.MonkeyPatch.context() as env:
-        no_egress(env)
-        host = api.create_cluster(small_gpu_spec("vxahost", nodes=1))  # the cluster the endpoint serves jobs on
-        endpoint = api.start_vertex_endpoint(host.name)
-        try:
-            clusters = CountingClusters("local-project", "us-central1", api_endpoint=endpoint.api_endpoint,
-                                        poll_s=0.2, max_poll_s=1.0)
-            clusters.create(CLUSTER, load_cluster_spec(EXAMPLE).to_vertex())  # accounting on: the default
-            yield SlurmJobApi(clusters, CLUSTER, LOCAL)
-        finally:
-            if CLUSTER in [c.name for c in api.list_clusters(with_status=False)]:
-                api.delete_cluster(CLUSTER)
-            api.delete_cluster(host.name)
+    with local_vertex_endpoint("vxahost", made=(CLUSTER,)) as served:
+        clusters = training_clusters(served.endpoint, CountingClusters)
+        clusters.create(CLUSTER, load_cluster_spec(EXAMPLE).to_vertex())  # accounting on: the default
+        yield SlurmJobApi(clusters, CLUSTER, LOCAL)
 
 
 def state(slurm_api: SlurmJobApi, job_id: str) -> str | None:

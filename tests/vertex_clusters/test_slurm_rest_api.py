@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -22,9 +20,10 @@ import requests
 import jupyter_gtc
 from jupyter_gtc import api
 from jupyter_gtc.spec.cluster import load_cluster_spec
-from jupyter_gtc.vertex_clusters.client import TrainingClusters
-from tests.conftest import no_egress, sleep_until, small_gpu_spec
+from tests.conftest import sleep_until
 from tests.non_root import normal_user, normal_user_account  # noqa: F401  (fixtures)
+from tests.refusals import post_as_another_user
+from tests.vertex_clusters.conftest import local_vertex_endpoint, training_clusters
 
 pytestmark = pytest.mark.slurm
 
@@ -35,19 +34,10 @@ CLUSTER = "vxrest"
 
 @pytest.fixture(scope="module")
 def endpoint(slurm_available):
-    with pytest.MonkeyPatch.context() as env:
-        no_egress(env)
-        host = api.create_cluster(small_gpu_spec("vxrhost", nodes=1))  # the cluster the endpoint serves jobs on
-        endpoint = api.start_vertex_endpoint(host.name)
-        try:
-            client = TrainingClusters("local-project", "us-central1", api_endpoint=endpoint.api_endpoint,
-                                      poll_s=0.2, max_poll_s=1.0)
-            client.create(CLUSTER, load_cluster_spec(EXAMPLE).to_vertex())  # accounting on: the default
-            yield endpoint
-        finally:
-            if CLUSTER in [c.name for c in api.list_clusters(with_status=False)]:
-                api.delete_cluster(CLUSTER)
-            api.delete_cluster(host.name)
+    with local_vertex_endpoint("vxrhost", made=(CLUSTER,)) as served:
+        clusters = training_clusters(served.endpoint)
+        clusters.create(CLUSTER, load_cluster_spec(EXAMPLE).to_vertex())  # accounting on: the default
+        yield served.endpoint
 
 
 def call(endpoint, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
@@ -178,37 +168,13 @@ def test_a_request_over_1_mb_is_refused(endpoint):
     assert answer.json()["error"]["status"] == "INVALID_ARGUMENT" and "1 MB" in answer.json()["error"]["message"]
 
 
-# Another local user (run as gtc-test): refused before the body is read without the endpoint's
-# token (403) or with a wrong one (401), whatever the body would have asked; with the token, served.
-AS_ANOTHER_USER = """
-import http.client, json, socket, sys
-port, token, path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-def announce(headers):  # headers only: the answer must come before any of the body
-    s = socket.create_connection(("127.0.0.1", port), timeout=60)
-    s.sendall(("POST %s HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nContent-Type: application/json\\r\\n%s"
-               "Content-Length: 1000\\r\\n\\r\\n" % (path, port, headers)).encode())
-    answer = b""
-    while chunk := s.recv(65536):
-        answer += chunk
-    s.close()
-    return int(answer.decode(errors="replace").split()[1])
-c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-c.request("POST", path, body=json.dumps({"method": "HTTP_METHOD_GET", "path": "/slurm/v0.0.42/ping/"}),
-          headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
-r = c.getresponse()
-print(json.dumps({"none": announce(""), "wrong": announce("Authorization: Bearer nope\\r\\n"),
-                  "token": [r.status, json.loads(r.read())]}))
-"""
-
-
 def test_another_local_user_without_the_token_is_refused_before_the_body(endpoint, normal_user):
+    """Refused before the body is read without the endpoint's token (403) or with a wrong one
+    (401), whatever the body would have asked; with the token, served."""
     path = f"/v1beta1/{PARENT}/modelDevelopmentClusters/{CLUSTER}:callSlurmRestApi"
-    ran = subprocess.run(["runuser", "-u", normal_user.name, "--", sys.executable, "-c", AS_ANOTHER_USER,
-                          str(endpoint.port), endpoint.token, path], env=normal_user.env(), capture_output=True,
-                         text=True, timeout=120)
-    assert ran.returncode == 0, ran.stderr
-    got = json.loads(ran.stdout)
-    assert (got["none"], got["wrong"]) == (403, 401), got
+    got = post_as_another_user(normal_user, endpoint.port, endpoint.token, path,
+                               json.dumps({"method": "HTTP_METHOD_GET", "path": "/slurm/v0.0.42/ping/"}))
+    assert (got["none"][0], got["wrong"][0]) == (403, 401), got
     status, envelope = got["token"]
     assert status == 200 and envelope["status"] == 200, got
     assert json.loads(envelope["body"])["pings"][0]["responding"] is True
@@ -228,8 +194,7 @@ def slurmrestds(cluster: str) -> list[psutil.Process]:
 
 
 def test_a_cluster_without_accounting_serves_slurm_and_says_why_slurmdb_has_nothing(endpoint):
-    client = TrainingClusters("local-project", "us-central1", api_endpoint=endpoint.api_endpoint,
-                              poll_s=0.2, max_poll_s=1.0)
+    client = training_clusters(endpoint)
     spec = load_cluster_spec(EXAMPLE).to_vertex()
     spec["nodePools"][0]["scalingSpec"] = {"minNodeCount": 1, "maxNodeCount": 1}
     spec["orchestratorSpec"]["slurmSpec"]["accounting"] = {"enabled": False}  # ours: the endpoint takes it

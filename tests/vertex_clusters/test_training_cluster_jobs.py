@@ -12,18 +12,16 @@ No request leaves the machine: proxies point at a port where nothing listens."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 import jupyter_gtc
 from jupyter_gtc import api
-from jupyter_gtc.state import config, default_home
-from tests.conftest import no_egress, sleep_until, small_gpu_spec
+from jupyter_gtc.state import default_home
+from tests.conftest import sleep_until, small_gpu_spec
+from tests.vertex_clusters.conftest import local_vertex_endpoint
 
 pytestmark = pytest.mark.slurm
 
@@ -42,31 +40,11 @@ def endpoint(slurm_available, sshd, tmp_path_factory):
     """This test's GTC_HOME, with ``vertex.api_endpoint`` set to a local endpoint serving from another
     (yielded too), and ``vertex.ssh_config`` to a config in which every ``*-login-0`` instance is
     the test sshd."""
-    own = Path(os.environ["GTC_HOME"])
-    other = Path(tempfile.mkdtemp(prefix="gtc-vxjobs-"))
     ssh_config = tmp_path_factory.mktemp("ssh") / "config"
     ssh_config.write_text(sshd.config.read_text().replace(f"Host {sshd.alias}\n", "Host *-login-0\n"))
-    with pytest.MonkeyPatch.context() as env:
-        no_egress(env)
-        env.setenv("GTC_VERTEX_POLL_S", "0.5")
-        env.setenv("GTC_HOME", str(other))
-        try:
-            host = api.create_cluster(small_gpu_spec("vxjhost", nodes=1))
-            served = api.start_vertex_endpoint(host.name)
-            env.setenv("GTC_HOME", str(own))
-            config.set_value(own, "vertex.api_endpoint", served.api_endpoint)
-            config.set_value(own, "vertex.ssh_config", str(ssh_config))
-            yield own, other
-        finally:
-            env.setenv("GTC_HOME", str(other))
-            try:
-                for cluster in api.list_clusters(with_status=False):  # the endpoint's clusters, the host last
-                    api.delete_cluster(cluster.name)
-            finally:
-                env.setenv("GTC_HOME", str(own))
-                shutil.rmtree(other, ignore_errors=True)
-                for key in ("vertex.api_endpoint", "vertex.ssh_config"):
-                    config.unset(own, key)
+    with local_vertex_endpoint("vxjhost", second_home="gtc-vxjobs-",
+                               settings={"vertex.ssh_config": str(ssh_config)}) as served:
+        yield served.own, served.home
 
 
 def _login(other: Path, name: str, jobs_root: Path, jobs: str = "ssh") -> dict:

@@ -10,9 +10,6 @@ Google's. No request may leave the machine: proxies point at a port where nothin
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +19,7 @@ from jupyter_gtc import api
 from jupyter_gtc.exceptions import GtcError, SpecError
 from jupyter_gtc.spec.cluster import load_cluster_spec, parse_cluster_spec, parse_spec_text
 from jupyter_gtc.state import config
-from tests.conftest import no_egress, small_gpu_spec
+from tests.vertex_clusters.conftest import local_vertex_endpoint
 
 pytestmark = pytest.mark.slurm
 
@@ -32,28 +29,8 @@ EXAMPLE = Path(jupyter_gtc.__file__).parent / "examples" / "clusters" / "local-a
 @pytest.fixture(scope="module")
 def vertex_home(slurm_available):
     """This test's GTC_HOME, with ``vertex.api_endpoint`` set to a local endpoint serving from another."""
-    own = Path(os.environ["GTC_HOME"])
-    other = tempfile.mkdtemp(prefix="gtc-vertex-")
-    with pytest.MonkeyPatch.context() as env:
-        no_egress(env)
-        env.setenv("GTC_VERTEX_POLL_S", "0.5")
-        env.setenv("GTC_HOME", other)
-        try:
-            host = api.create_cluster(small_gpu_spec("vxbhost", nodes=1))
-            endpoint = api.start_vertex_endpoint(host.name)
-            env.setenv("GTC_HOME", str(own))
-            config.set_value(own, "vertex.api_endpoint", endpoint.api_endpoint)
-            yield own
-        finally:
-            config.unset(own, "vertex.api_endpoint")
-            for name in [c.name for c in api.list_clusters(with_status=False)]:
-                if name in ("vxdemo", "vxcli"):
-                    api.delete_cluster(name)
-            env.setenv("GTC_HOME", other)
-            for cluster in api.list_clusters(with_status=False):  # the endpoint's clusters, the host last
-                api.delete_cluster(cluster.name)
-            env.setenv("GTC_HOME", str(own))
-            shutil.rmtree(other, ignore_errors=True)
+    with local_vertex_endpoint("vxbhost", made=("vxdemo", "vxcli"), second_home="gtc-vertex-") as served:
+        yield served.own
 
 
 def test_create_describe_scale_and_delete_a_training_cluster_through_the_vertex_backend(vertex_home):

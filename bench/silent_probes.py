@@ -3,7 +3,7 @@ cluster of namespace-mode nodes (root) that nobody cuts off, for ``--minutes``, 
 machine is busy (whatever load you start beside it: busy loops, a test run). Prints how many of
 its live nodes were cut off anyway (its "unreachable" events: each a false positive), and how
 long a live node's probe took to be answered, slowest and 99th percentile, against the probe's
-timeout (``TICK_S``): the margin a merely slow machine leaves before a probe counts as silence.
+timeout (``PROBE_TIMEOUT_S``): the margin a merely slow machine leaves before a probe counts as silence.
 
     .venv/bin/python bench/silent_probes.py [--minutes 3]
 """
@@ -29,7 +29,7 @@ def main() -> int:
     home = os.environ["GTC_HOME"] = tempfile.mkdtemp(prefix="gtc-bench-")
     from jupyter_gtc import api
     from jupyter_gtc.backends.local import LocalBackend
-    from jupyter_gtc.backends.supervisor import SILENT_TICKS, TICK_S
+    from jupyter_gtc.backends.supervisor import PROBE_TIMEOUT_S, SILENT_PROBES
     from jupyter_gtc.state import open_store
     from tests.conftest import small_gpu_spec
 
@@ -43,7 +43,7 @@ def main() -> int:
         while time.monotonic() < deadline:
             for node in (n.name for n in cluster.nodes):
                 began = time.monotonic()
-                answered = backend.node_answers(runtime, node)
+                answered = backend.node_answers(runtime, node, timeout=PROBE_TIMEOUT_S)
                 seconds.append(time.monotonic() - began)
                 silent += not answered
             time.sleep(0.1)
@@ -58,11 +58,11 @@ def main() -> int:
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     print(f"  live nodes cut off (false positives): {len(cut_off)}"
           + "".join(f"\n    {e['node']}: {e['detail']}" for e in cut_off))
-    print(f"  probes of live nodes: {len(seconds)}, unanswered within {TICK_S:g} s: {silent} "
-          f"(a node is cut off after {SILENT_TICKS} in a row)")
+    print(f"  probes of live nodes: {len(seconds)}, unanswered within {PROBE_TIMEOUT_S:g} s: {silent} "
+          f"(a node is cut off after {SILENT_PROBES} in a row)")
     print(f"  answer time: median {statistics.median(seconds) * 1000:.2f} ms, "
           f"p99 {seconds[int(len(seconds) * 0.99)] * 1000:.2f} ms, slowest {seconds[-1] * 1000:.2f} ms "
-          f"({seconds[-1] / TICK_S:.1%} of the timeout)")
+          f"({seconds[-1] / PROBE_TIMEOUT_S:.1%} of the timeout)")
     return 0
 
 

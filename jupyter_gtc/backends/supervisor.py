@@ -3,16 +3,18 @@
 
     python -m jupyter_gtc.backends.supervisor HOME CLUSTER     (started with the cluster)
 
-Once a second it looks at every node. It acts on three kinds of failure:
+Once a second it looks at every node, and at once when a node's slurmd exits (it sleeps on
+their pidfds: backends/exits.py). It acts on three kinds of failure:
 
 - a crash: the node's slurmd record says it runs but its process is gone (``%gtc_fault demo
-  gpu-1 crash``, a kernel panic). The node is set DOWN at once with a reason naming it, so
-  slurmctld requeues its ``--requeue`` jobs onto the other nodes now (and ends the others
+  gpu-1 crash``, a kernel panic). The node is set DOWN within milliseconds with a reason naming
+  it, so slurmctld requeues its ``--requeue`` jobs onto the other nodes now (and ends the others
   NODE_FAIL);
 - a failed health check: Slurm's HealthCheckProgram drained the node (reason ``gtc-health:``,
   health/node.py). A drain lets jobs run on, so its running jobs are requeued;
 - silence: the node's slurmd runs but does not answer (``%gtc_fault demo gpu-1 partition``,
-  its link down). After ``SILENT_TICKS`` seconds it is fenced (powered off: the copy of its
+  its link down). After ``SILENT_PROBES`` unanswered probes in a row, sent back to back once
+  one went unanswered (1.5 s of silence), it is fenced (powered off: the copy of its
   jobs still running there would otherwise write on into the folders their new run writes,
   every node sharing the job's disk) and set DOWN; once its network answers again it is
   started and resumed.
@@ -55,10 +57,16 @@ from ..slurm.parse import NodeStatus
 from ..spec.cluster import parse_cluster_spec
 from ..spec.job import hang_timeout
 from . import daemons
+from .exits import Exits
 
 LABEL = "supervisor"
 TICK_S = 1.0
-SILENT_TICKS = 3  # a node whose slurmd runs but does not answer for this many ticks is cut off
+# A probe is a TCP connect to the node's slurmd: the node's kernel answers it, however busy
+# slurmd or the machine is (bench/silent_probes.py: the slowest answer under load 4-6 took
+# 137 ms). A node that answers none of SILENT_PROBES probes in a row, each waited out for
+# PROBE_TIMEOUT_S and sent at once after the one before, is cut off: 1.5 s of silence.
+PROBE_TIMEOUT_S = 0.5
+SILENT_PROBES = 3
 RESTARTS = ladder.Limits().attempts["restart"]  # restarts of a node within the window, by default
 REASON = "gtc-supervisor:"
 # Slurm holds a requeued job for AuthInfo's cred_expire + 1 s: a slurmd refuses a credential
@@ -67,10 +75,19 @@ REASON = "gtc-supervisor:"
 # plainly PENDING this long instead: no longer COMPLETING, so every node has ended the old run
 # and revoked its credential, whole seconds before any new one is made (and their failed node
 # is dead, fenced or drained). 11 s less of every recovery on a local cluster, 121 s with
-# Slurm's default cred_expire. One second is enough: every revocation happened before the job
-# was first seen PENDING (``pending_since``), so a credential made a second or more after that
-# is of a later whole second than any revocation (the nodes share this machine's clock).
-RELEASE_AFTER_S = 1.0
+# Slurm's default cred_expire. The next whole second is enough: every revocation happened
+# before the job was first seen PENDING (``pending_since``), and both times are whole seconds
+# of this machine's clock (the nodes share it), so a credential made in any later whole second
+# than that look's is later than every revocation (half a second's wait on average, not one).
+RELEASE_POLL_S = 0.1  # how often the jobs being watched are looked at: only while there are some
+# A node set DOWN under a job is sent the kill of that job's run all the same, its answer not
+# awaited (node_scheduler.c, deallocate_nodes): slurmctld's agent goes on connecting until the
+# node answers or it gives up. A crashed namespace node's address answers again a second after
+# it is restarted, and a node started again sooner gets the old run's kill after the requeued
+# run started on it: that kills the new run (NODE_FAIL, for good). So a node we set DOWN is
+# started again only once slurmctld has no message in flight (sdiag), or this long after it
+# went down (MessageTimeout: the longest an agent waits on a node).
+KILL_IN_FLIGHT_MAX_S = 10.0
 RELEASE_WATCH_S = 120.0  # a job not requeued within this (not --requeue: it ended) is forgotten
 
 
@@ -88,6 +105,7 @@ class Supervisor:
         self.cut_off: set[str] = set()  # set DOWN as unreachable: resumed once they answer again
         self.start_failed: set[str] = set()  # cut off, answering again, but their slurmd would not start
         self.silent: dict[str, int] = {}  # node -> ticks in a row it has not answered
+        self.down_at: dict[str, float] = {}  # node -> when we set it DOWN
         by_node: dict[str, list[dict]] = {}
         for e in self.store.events(cluster):  # what an earlier supervisor of this cluster did
             by_node.setdefault(e["node"], []).append(e)
@@ -107,6 +125,7 @@ class Supervisor:
         self.releasing: dict[str, tuple[str, int, float, float | None]] = {}
         self._releasing_lock = threading.Lock()
         self._commands: SlurmCommands | None = None  # the last tick's
+        self.exits = Exits()  # every node's slurmd: a crash wakes the loop at once
 
     def run(self) -> None:
         # Requeued jobs are released from a thread of their own: a rung (a restart, a replace, a
@@ -115,19 +134,22 @@ class Supervisor:
         self.loop()
 
     def loop(self) -> None:
-        """Tick once a second, start to start, until the cluster is gone. A tick that waited out
-        a silent node's probe (its ``TICK_S`` connect timeout) is followed by the next at once:
-        ``SILENT_TICKS`` unanswered probes then cover as many seconds without a gap, and the node
-        is cut off ~3 s after it fell silent, not ~5 s (a second's sleep after each timeout)."""
-        while True:
-            began = time.monotonic()
-            if not self.tick():
-                return
-            time.sleep(max(0.0, TICK_S - (time.monotonic() - began)))
+        """Tick once a second, start to start, until the cluster is gone, and at once when a
+        node's slurmd exits. While a node is silent (not yet cut off) the next tick follows at
+        once: its ``SILENT_PROBES`` probes then cover 1.5 s without a gap."""
+        try:
+            while True:
+                began = time.monotonic()
+                if not self.tick():
+                    return
+                if not any(node not in self.cut_off for node in self.silent):
+                    self.exits.wait(TICK_S - (time.monotonic() - began))
+        finally:
+            self.exits.close()
 
     def _release_loop(self) -> None:
         while True:
-            time.sleep(TICK_S / 2)
+            time.sleep(RELEASE_POLL_S)
             self.release_requeued()
 
     def tick(self) -> bool:
@@ -215,6 +237,8 @@ class Supervisor:
                            f"{decision.why}; it stays {state} until it is started or resumed by hand", state)
             return
         rung = decision.action
+        if kind == "crash" and self._kill_may_reach(commands, node):
+            return  # started again at a later tick, once its old jobs' kill cannot reach it
         try:
             getattr(self.backend, f"{rung}_node")(spec, runtime, node)
         except GtcError as e:
@@ -259,7 +283,7 @@ class Supervisor:
 
     def _watch_requeue(self, commands: SlurmCommands, node: str) -> None:
         """Note the jobs running on ``node``, which fails: each is let start again as soon as it
-        is pending (``RELEASE_AFTER_S``), not cred_expire later."""
+        is pending (in the next whole second), not cred_expire later."""
         try:
             on_node = set(commands.job_ids([node], states=["RUNNING"]))
             jobs = commands.queue()
@@ -271,8 +295,8 @@ class Supervisor:
             pass  # slurmctld busy: those jobs start again cred_expire + 1 s after their requeue
 
     def release_requeued(self) -> None:
-        """Let each job noted by ``_watch_requeue`` start once it has been pending again for
-        ``RELEASE_AFTER_S`` (event "released")."""
+        """Let each job noted by ``_watch_requeue`` start once it has been pending again since
+        an earlier whole second than now (event "released")."""
         with self._releasing_lock:
             commands = self._commands
             if not self.releasing or commands is None:
@@ -295,7 +319,7 @@ class Supervisor:
                 continue
             if pending_since is None:
                 self.releasing[job.job_id] = (node, count, noted, now)
-            elif now - pending_since >= RELEASE_AFTER_S:
+            elif int(now) > int(pending_since):
                 del self.releasing[job.job_id]
                 done = commands.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], check=False)
                 self.record(node, "released",
@@ -333,14 +357,16 @@ class Supervisor:
 
     def _check_answers(self, spec, runtime: dict[str, Any], commands: SlurmCommands, node: str) -> None:
         """A node whose slurmd runs but does not answer (a partition: a switch port, a cable)
-        is fenced and set DOWN after ``SILENT_TICKS``, so its jobs run again elsewhere now, not
+        is fenced and set DOWN after ``SILENT_PROBES`` unanswered probes, so its jobs run again elsewhere now, not
         after ``SlurmdTimeout``, and their old copy there stops. Fencing is the power (STONITH,
         as HA clusters do it): nothing else reaches a node cut off. Once its network answers
         again it is started and resumed, if it is still DOWN for our reason (never a node an
         admin took out meanwhile)."""
-        if self.backend.node_answers(runtime, node):
+        if self.backend.node_answers(runtime, node, timeout=PROBE_TIMEOUT_S):
             self.silent.pop(node, None)
             if node in self.cut_off:
+                if self._kill_may_reach(commands, node):
+                    return
                 try:
                     self.backend.restart_node(spec, runtime, node)
                 except GtcError as e:
@@ -356,19 +382,31 @@ class Supervisor:
                 self.record(node, "back", "it answers again: started and resumed")
             return
         self.silent[node] = self.silent.get(node, 0) + 1
-        if self.silent[node] == SILENT_TICKS and node not in self.cut_off:
+        if self.silent[node] == SILENT_PROBES and node not in self.cut_off:
             self.cut_off.add(node)
-            self.record(node, "unreachable", f"its slurmd runs but has not answered for {SILENT_TICKS} s")
+            self.record(node, "unreachable", f"its slurmd runs but has not answered for "
+                                             f"{SILENT_PROBES * PROBE_TIMEOUT_S:g} s ({SILENT_PROBES} probes)")
             self._watch_requeue(commands, node)
             self.backend.power_off_node(runtime, node)
             self.record(node, "fenced", "powered off, with the copy of its jobs still running there, so that "
                                         "copy cannot write on beside their new run; started once it answers")
             self._set_down(commands, node, "unreachable; fenced, started again once it answers")
 
-    @staticmethod
-    def _crashed(root: Path, node: str) -> bool:
+    def _crashed(self, root: Path, node: str) -> bool:
         label = f"slurmd-{node}"
-        return (root / "run" / f"{label}.json").exists() and daemons.find(label, root / "run") is None
+        slurmd = daemons.find(label, root / "run")
+        self.exits.watch(node, slurmd)
+        return (root / "run" / f"{label}.json").exists() and slurmd is None
+
+    def _kill_may_reach(self, commands: SlurmCommands, node: str) -> bool:
+        """Whether the kill of the jobs ``node`` ran when we set it DOWN may still be on its way
+        to it (``KILL_IN_FLIGHT_MAX_S``): not yet to be started again."""
+        if time.time() - self.down_at.get(node, 0.0) > KILL_IN_FLIGHT_MAX_S:
+            return False
+        try:
+            return commands.messages_in_flight() > 0
+        except GtcError:
+            return True  # slurmctld busy: the next tick asks again
 
     def _set_down(self, commands: SlurmCommands, node: str, why: str, event: str = "down",
                   detail: str = "set DOWN: slurmctld requeues its --requeue jobs on the other nodes",
@@ -377,6 +415,7 @@ class Supervisor:
         and its event."""
         commands.run(["scontrol", "update", f"NodeName={node}", f"State={state}", f"Reason={REASON} {why}"],
                      check=False)
+        self.down_at[node] = time.time()
         self.record(node, event, detail)
 
 

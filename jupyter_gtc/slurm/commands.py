@@ -7,6 +7,7 @@ completion file, are read through the host too.
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
@@ -119,6 +120,12 @@ class SlurmCommands:
         sacct looks back to the epoch, not to today's midnight; -a: another user's too."""
         return parse_sacct(self.run(["sacct", "-n", "-P", "-X", "-a", "-j", ",".join(job_ids),
                                      "-o", ",".join(SACCT_FIELDS)]).stdout)
+
+    def messages_in_flight(self) -> int:
+        """slurmctld's messages to nodes neither delivered nor given up yet (sdiag's agents and
+        their retry queue; any user may read them)."""
+        out = self.run(["sdiag"]).stdout
+        return sum(int(n) for n in re.findall(r"^Agent (?:queue size|count):\s*(\d+)", out, re.M))
 
     def requeue(self, job_id: str) -> None:
         self.run(["scontrol", "requeue", job_id])

@@ -224,3 +224,27 @@ def test_a_partition_needs_nodes_with_their_own_network(watched):
     with pytest.raises(SpecError) as refused:
         api.inject_fault(watched.name, "gpu-0", "partition")
     assert refused.value.field == "fault" and "network: namespaces" in str(refused.value)
+
+
+@needs_root
+def test_a_job_requeued_by_a_crash_runs_again_on_its_restarted_node_and_finishes(slurm_available):
+    """One node, so the job can only run again where it crashed. slurmctld sends the kill of the
+    first run to the node it set DOWN all the same, and its agent keeps connecting; a node
+    started again before that kill is through got it after the second run started there, which
+    killed the second run for good (NODE_FAIL). The supervisor starts it again only then."""
+    cluster = api.create_cluster(small_gpu_spec("alone", nodes=1, supervisor=True, network="namespaces"))
+    try:
+        script = ('#!/bin/bash\n#SBATCH --requeue\necho "run ${SLURM_RESTART_COUNT:-0} on $SLURMD_NODENAME"\n'
+                  '[ -n "${SLURM_RESTART_COUNT:-}" ] || sleep 6017\n'  # the first run waits for the crash
+                  'sleep 3\necho finished\n')  # the second lives past a stale kill's arrival
+        job = api.submit_job(cluster.name, script).wait_until_running(timeout=60)
+        node = job.nodes
+        api.inject_fault(cluster.name, node, "crash")
+        job.wait(timeout=180)
+        assert job.state == "COMPLETED" and job.attempts == 2, job.logs()
+        first, marker, second = job.logs().partition("--- jupyter_gtc: attempt 2 (requeued)")
+        assert marker and f"run 1 on {node}" in second and "finished" in second, job.logs()
+        events = [(e["node"], e["event"]) for e in api.cluster_events(cluster.name)]
+        assert {(node, "released"), (node, "restarted")} <= set(events), events
+    finally:
+        api.delete_cluster(cluster.name)

@@ -79,6 +79,9 @@ REASON = "gtc-supervisor:"
 # before the job was first seen PENDING (``pending_since``), and both times are whole seconds
 # of this machine's clock (the nodes share it), so a credential made in any later whole second
 # than that look's is later than every revocation (half a second's wait on average, not one).
+# A job that ran on the failed node alone is let start at once: that node went down (crashed,
+# or fenced) before it could revoke anything, and is not started again while slurmctld's kill
+# may still reach it (KILL_IN_FLIGHT_MAX_S), so no node holds a revocation of the job.
 RELEASE_POLL_S = 0.1  # how often the jobs being watched are looked at: only while there are some
 # A node set DOWN under a job is sent the kill of that job's run all the same, its answer not
 # awaited (node_scheduler.c, deallocate_nodes): slurmctld's agent goes on connecting until the
@@ -275,22 +278,24 @@ class Supervisor:
         except GtcError as e:
             self.record(node, "requeue failed", f"cannot list its jobs: {e}")
             return
-        self._watch_requeue(commands, node)
+        self._watch_requeue(commands, node, down=False)
         for job in jobs:
             done = commands.run(["scontrol", "requeue", job], check=False)
             self.record(node, "requeued", f"job {job}: it runs again on healthy nodes" if done.returncode == 0 else
                         f"job {job}: requeue refused ({done.stderr.strip()}); it runs on, on a failing node")
 
-    def _watch_requeue(self, commands: SlurmCommands, node: str) -> None:
+    def _watch_requeue(self, commands: SlurmCommands, node: str, down: bool = True) -> None:
         """Note the jobs running on ``node``, which fails: each is let start again as soon as it
-        is pending (in the next whole second), not cred_expire later."""
+        is pending (in the next whole second; at once where it ran on ``node`` alone and the node
+        is ``down``: crashed or fenced, it revoked nothing), not cred_expire later."""
         try:
             on_node = set(commands.job_ids([node], states=["RUNNING"]))
             jobs = commands.queue()
             with self._releasing_lock:
                 for job in jobs:
                     if job.job_id in on_node:
-                        self.releasing[job.job_id] = (node, job.restart_count, time.time(), None)
+                        alone = down and job.nodes == node
+                        self.releasing[job.job_id] = (node, job.restart_count, time.time(), None, alone)
         except GtcError:
             pass  # slurmctld busy: those jobs start again cred_expire + 1 s after their requeue
 
@@ -312,18 +317,19 @@ class Supervisor:
         for job in jobs:
             if job.job_id not in self.releasing:
                 continue
-            node, count, noted, pending_since = self.releasing[job.job_id]
+            node, count, noted, pending_since, alone = self.releasing[job.job_id]
             if job.state != "PENDING" or job.restart_count <= count:  # not requeued yet, or no longer waiting
                 if now - noted > RELEASE_WATCH_S or (job.state == "RUNNING" and job.restart_count > count):
                     del self.releasing[job.job_id]  # it ended (not --requeue), or runs again
                 continue
-            if pending_since is None:
-                self.releasing[job.job_id] = (node, count, noted, now)
-            elif int(now) > int(pending_since):
+            if pending_since is None and not alone:
+                self.releasing[job.job_id] = (node, count, noted, now, alone)
+            elif alone or int(now) > int(pending_since):
                 del self.releasing[job.job_id]
                 done = commands.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], check=False)
-                self.record(node, "released",
-                            f"job {job.job_id}: requeued, let start now rather than cred_expire + 1 s later"
+                when = (f"at once rather than cred_expire + 1 s later: it ran on {node} alone, down before it "
+                        f"revoked anything" if alone else "now rather than cred_expire + 1 s later")
+                self.record(node, "released", f"job {job.job_id}: requeued, let start {when}"
                             if done.returncode == 0 else f"job {job.job_id}: could not be let start: "
                                                          f"{done.stderr.strip()}")
         for job_id in set(self.releasing) - {j.job_id for j in jobs}:
@@ -349,7 +355,7 @@ class Supervisor:
             if quiet > timeout and (job.job_id, job.restart_count) not in self.requeued:
                 self.requeued.add((job.job_id, job.restart_count))
                 with self._releasing_lock:
-                    self.releasing[job.job_id] = (job.nodes, job.restart_count, now, None)
+                    self.releasing[job.job_id] = (job.nodes, job.restart_count, now, None, False)
                 done = commands.run(["scontrol", "requeue", job.job_id], check=False)
                 self.record(job.nodes, "hang", f"job {job.job_id} wrote nothing for {quiet:.0f} s (its hang "
                              f"timeout is {timeout:g} s): " + ("requeued" if done.returncode == 0 else

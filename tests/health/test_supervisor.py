@@ -55,8 +55,12 @@ def test_a_crashed_node_is_set_down_its_job_runs_again_and_the_node_is_restarted
 
     assert sleep_until(lambda: any(e["event"] == "restarted" for e in api.cluster_events(watched.name)), 120)
     events = [(e["node"], e["event"]) for e in api.cluster_events(watched.name) if e["event"] != "hang"]
-    # The job's requeue is let start at once (not cred_expire + 1 s later), beside the node's ladder.
+    # The job's requeue is let start at once (not cred_expire + 1 s later), beside the node's ladder:
+    # it ran on the crashed node alone, which revoked nothing.
     assert (crashed, "released") in events, events
+    released = [e["detail"] for e in api.cluster_events(watched.name) if e["event"] == "released"]
+    assert released[-1] == (f"job {job.id}: requeued, let start at once rather than cred_expire + 1 s later: "
+                            f"it ran on {crashed} alone, down before it revoked anything"), released
     events.remove((crashed, "released"))
     assert events == [(crashed, "detected"), (crashed, "down"), (crashed, "restarted")], events
     assert sleep_until(lambda: _node(watched.name, crashed).ready, 60), _node(watched.name, crashed)

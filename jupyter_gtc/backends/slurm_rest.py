@@ -81,6 +81,24 @@ def keep_script(root: Path, text: str) -> Path:
     return path
 
 
+def note_job(script: Path, job_id: Any) -> None:
+    """Beside a kept script, the id of the job that runs it (an empty file, its name the id), so
+    that ``forget_finished`` can remove the script once the job ended."""
+    os.close(os.open(script.with_suffix(f".job-{int(job_id)}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                     0o600))
+
+
+def forget_finished(root: Path, queued: list[str]) -> None:
+    """Remove the kept scripts of jobs no longer in ``queued`` (squeue's ids: a requeued job is
+    pending again, and keeps its script): they would otherwise pile up until the cluster's
+    delete. A script with no note yet (its submit not answered) stays."""
+    live = {job_id.split("_")[0] for job_id in queued}  # an array's tasks: 12_3 -> 12
+    for note in (root / "job-scripts").glob("*.job-*"):
+        if note.suffix.removeprefix(".job-") not in live:
+            note.with_suffix(".script").unlink(missing_ok=True)
+            note.unlink(missing_ok=True)
+
+
 # Where Debian (and Slurm's default PluginDir elsewhere) keeps the auth/jwt plugin.
 JWT_PLUGIN_GLOBS = ("/usr/lib/*/slurm-wlm/auth_jwt.so", "/usr/lib/slurm/auth_jwt.so", "/usr/lib64/slurm/auth_jwt.so",
                     "/usr/local/lib/slurm/auth_jwt.so")

@@ -20,7 +20,7 @@ import urllib.parse
 from typing import Any
 
 from ..backends import get_backend, slurm_rest
-from ..exceptions import ClusterBusy, InvalidArgument, SpecError
+from ..exceptions import ClusterBusy, GtcError, InvalidArgument, SpecError
 from ..slurm import rest_v42
 from .clusters import ClusterService
 
@@ -76,12 +76,18 @@ class SlurmJobApi:
         target = path38 + (f"?{urllib.parse.urlencode(query38)}" if query38 else "")
         kept = None
         if kind == "submit" and body38 and "argv" in body38:  # slurmrestd 22.05 mishandles argv (rest_v42's table)
+            try:
+                slurm_rest.forget_finished(daemon.root, daemon.commands.job_ids())
+            except GtcError:
+                pass  # slurmctld busy: the next submit with arguments clears them
             kept = slurm_rest.keep_script(daemon.root, body38["script"])
             body38 = rest_v42.wrap_argv(body38, str(kept))
         status, raw = daemon.request(method38, target, body38)  # no answer: the job may exist, its script stays
         status, answer = rest_v42.answer_42(kind, status, raw)
         if kept is not None and not answer.get("job_id"):
             kept.unlink(missing_ok=True)  # refused: no job will run it
+        elif kept is not None:
+            slurm_rest.note_job(kept, answer["job_id"])
         if users is not None:
             rest_v42.only_users(answer, users)
         if kind in ("db_job", "db_jobs") and answer.get("jobs"):

@@ -141,3 +141,26 @@ def test_a_submit_with_arguments_that_slurm_refuses_leaves_nothing_behind(slurm_
                          str(folder), ["--lr=0.1"])
     assert "apiargs" not in [j.name for j in slurm_api.queue()]
     assert (sorted(kept.iterdir()) if kept.exists() else []) == before
+
+
+def test_a_jobs_kept_script_goes_once_the_job_ended(slurm_api, tmp_path_factory):
+    """The script kept to run a job with its arguments stays while the job may run it again (a
+    requeue), and goes once the job has ended: at the next submit with arguments, not at the
+    cluster's delete, so a cluster that runs many jobs does not pile them up."""
+    from jupyter_gtc.state import default_home
+
+    kept = default_home() / "clusters" / CLUSTER / "job-scripts"
+    folder = job_folder(tmp_path_factory, "apikept", "#!/bin/bash\nwhile [ ! -e \"$1\" ]; do sleep 0.1; done\n")
+    first = slurm_api.submit(folder / "job.sbatch", ["--job-name=apikept"], {}, folder, str(folder), [f"{folder}/go"])
+    assert sleep_until(lambda: state(slurm_api, first) == "RUNNING"), state(slurm_api, first)
+    scripts = set(kept.glob("*.script"))
+    assert scripts
+    second = slurm_api.submit(folder / "job.sbatch", ["--job-name=apikept"], {}, folder, str(folder),
+                              [f"{folder}/go2"])
+    assert scripts < set(kept.glob("*.script"))  # the first still runs: its script stays
+    (folder / "go").touch()
+    assert sleep_until(lambda: state(slurm_api, first) in (None, "COMPLETED")), state(slurm_api, first)
+    third = slurm_api.submit(folder / "job.sbatch", ["--job-name=apikept", "--hold"], {}, folder, str(folder), ["x"])
+    left = set(kept.glob("*.script"))
+    slurm_api.cancel([second, third])
+    assert not scripts & left and len(left) == 2, left  # the second's and the third's

@@ -183,14 +183,32 @@ def reap_exited() -> None:
         _reapers[:] = [proc for proc in _reapers if proc.poll() is None]
 
 
+def started_since_boot(pid: int) -> float:
+    """When process ``pid`` started, in seconds since the machine booted (``starttime`` of
+    /proc/PID/stat). What tells a process from a later one given its pid: a wall-clock start
+    time (psutil's ``create_time``: boot time + this) moves whenever the system clock is set
+    (NTP, a VM resumed), and every live process then looked gone. OSError where it is gone."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rpartition(b")")[2].split()  # the name, in parentheses, may hold spaces
+    return int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22; fields[0] is field 3
+
+
+def same_start(pid: int, recorded: Mapping[str, object]) -> bool:
+    """Whether ``pid`` is the process a record (``"boot_started"``, else ``"started"``, the wall
+    time older records hold, compared within ``slack`` seconds) describes."""
+    if "boot_started" in recorded:
+        return abs(started_since_boot(pid) - float(recorded["boot_started"])) < 1e-6
+    import psutil
+
+    return abs(psutil.Process(pid).create_time() - float(recorded["started"])) < float(recorded.get("slack", 0.01))
+
+
 def this_process() -> dict[str, object]:
     """This process as another one can check it (``process_alive``): pid, host, and start
     time, since a pid is reused once its process has gone."""
     import socket
 
-    import psutil
-
-    return {"pid": os.getpid(), "host": socket.gethostname(), "started": psutil.Process().create_time()}
+    return {"pid": os.getpid(), "host": socket.gethostname(), "boot_started": started_since_boot(os.getpid())}
 
 
 def process_alive(who: Mapping[str, object]) -> bool:
@@ -205,10 +223,10 @@ def process_alive(who: Mapping[str, object]) -> bool:
         return True
     try:
         pid = int(who["pid"])
-        if "started" not in who:
+        if "started" not in who and "boot_started" not in who:
             return psutil.pid_exists(pid)
-        return abs(psutil.Process(pid).create_time() - float(who["started"])) < 1.0
-    except (psutil.Error, KeyError, TypeError, ValueError):
+        return same_start(pid, {"slack": 1.0, **who})
+    except (OSError, psutil.Error, KeyError, TypeError, ValueError):
         return False
 
 

@@ -65,7 +65,8 @@ def test_process_alive_with_and_without_a_start_time(tmp_path):
     host only. One check serves both: a pid reused by another process fools only the second."""
     me = _process.this_process()
     assert _process.process_alive(me)
-    assert not _process.process_alive({**me, "started": float(me["started"]) - 60})  # its pid, reused
+    assert not _process.process_alive({**me, "boot_started": float(me["boot_started"]) - 60})  # its pid, reused
+    assert _process.process_alive({"pid": me["pid"], "host": me["host"], "started": psutil.Process().create_time()})
     assert _process.process_alive({"pid": me["pid"], "host": me["host"]})
     pid = _process.start_daemon(["true"], log_file=tmp_path / "log")
     while psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:

@@ -111,9 +111,9 @@ def start(label: str, argv: list[str], run_dir: Path, log_file: Path, env: dict[
         wrapped += ["sh", str(NODE_INIT), *init, "--"]
     with _signals_unblocked():
         pid = _process.start_daemon([*wrapped, *argv], log_file=log_file, env={**env, MARK: str(run_dir / label)})
-    started = psutil.Process(pid).create_time()
     (run_dir / f"{label}.json").write_text(json.dumps({
-        "pid": pid, "started": started, "argv": argv, "namespaces": mode in ("root", "userns")}))
+        "pid": pid, "boot_started": _process.started_since_boot(pid), "argv": argv,
+        "namespaces": mode in ("root", "userns")}))
     return pid
 
 
@@ -145,7 +145,7 @@ def _record(label: str, run_dir: Path, uid: int | None) -> tuple[psutil.Process,
     try:
         info = json.loads(_read_record(run_dir, f"{label}.json"))
         proc = psutil.Process(info["pid"])
-        if abs(proc.create_time() - info["started"]) > 0.01 or proc.status() == psutil.STATUS_ZOMBIE:
+        if not _process.same_start(proc.pid, info) or proc.status() == psutil.STATUS_ZOMBIE:
             return None
         if not _runs_as(proc, uid):
             return None
@@ -258,7 +258,8 @@ def _kill_tree(roots: list[psutil.Process], uid: int | None) -> None:
     out of reach."""
     stopped: dict[int, psutil.Process] = {}
     for _ in range(5):
-        found = [p for p in _tree(roots) if p.pid not in stopped and _runs_as(p, uid)]
+        # Never this process: stopped by its own hand, it would never send the SIGKILLs.
+        found = [p for p in _tree(roots) if p.pid not in stopped and p.pid != os.getpid() and _runs_as(p, uid)]
         if not found:
             break
         for proc in found:

@@ -107,7 +107,7 @@ class Supervisor:
         self.given_up: set[str] = set()
         self.cut_off: set[str] = set()  # set DOWN as unreachable: resumed once they answer again
         self.start_failed: set[str] = set()  # cut off, answering again, but their slurmd would not start
-        self.silent: dict[str, int] = {}  # node -> ticks in a row it has not answered
+        self.silent: dict[str, int] = {}  # node -> probes in a row it has not answered
         self.down_at: dict[str, float] = {}  # node -> when we set it DOWN
         by_node: dict[str, list[dict]] = {}
         for e in self.store.events(cluster):  # what an earlier supervisor of this cluster did
@@ -124,8 +124,8 @@ class Supervisor:
                      if node not in self.given_up and (kind := ladder.open_episode(events))}
         self.requeued: set[tuple[str, int]] = set()  # (job, attempt) already requeued as hung
         # job -> (the node that failed under it, its restart count and the time then, when first
-        # seen pending again)
-        self.releasing: dict[str, tuple[str, int, float, float | None]] = {}
+        # seen pending again, whether it ran on that node alone and the node is down)
+        self.releasing: dict[str, tuple[str, int, float, float | None, bool]] = {}
         self._releasing_lock = threading.Lock()
         self._commands: SlurmCommands | None = None  # the last tick's
         self.exits = Exits()  # every node's slurmd: a crash wakes the loop at once

@@ -67,8 +67,10 @@ def test_arguments_reach_a_bash_and_a_python_script_exactly_through_the_slurm_jo
     # The scripts it ran are the endpoint's own, private from their creation, in the cluster's folder.
     kept = vxargs / "job-scripts"
     assert stat.S_IMODE(kept.stat().st_mode) == 0o700
-    files = sorted(kept.iterdir())
+    files = sorted(kept.glob("*.script"))
     assert len(files) == 2 and {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o700}
+    notes = sorted(kept.glob("*.job-*"))  # each names its job: the script goes once the job ended
+    assert len(notes) == 2 and {stat.S_IMODE(f.stat().st_mode) for f in notes} == {0o600}
     texts = sorted(f.read_text() for f in files)  # the bash one with the job contract's lines added
     assert python in texts
     assert sorted(t.splitlines()[-1] for t in texts) == sorted([bash.splitlines()[-1], SHOW.splitlines()[-1]])

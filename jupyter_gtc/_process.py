@@ -193,14 +193,14 @@ def started_since_boot(pid: int) -> float:
     return int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22; fields[0] is field 3
 
 
-def same_start(pid: int, recorded: Mapping[str, object]) -> bool:
+def same_start(pid: int, recorded: Mapping[str, object], slack: float = 0.01) -> bool:
     """Whether ``pid`` is the process a record (``"boot_started"``, else ``"started"``, the wall
     time older records hold, compared within ``slack`` seconds) describes."""
     if "boot_started" in recorded:
         return abs(started_since_boot(pid) - float(recorded["boot_started"])) < 1e-6
     import psutil
 
-    return abs(psutil.Process(pid).create_time() - float(recorded["started"])) < float(recorded.get("slack", 0.01))
+    return abs(psutil.Process(pid).create_time() - float(recorded["started"])) < slack
 
 
 def this_process() -> dict[str, object]:
@@ -225,7 +225,7 @@ def process_alive(who: Mapping[str, object]) -> bool:
         pid = int(who["pid"])
         if "started" not in who and "boot_started" not in who:
             return psutil.pid_exists(pid)
-        return same_start(pid, {"slack": 1.0, **who})
+        return same_start(pid, who, slack=1.0)
     except (OSError, psutil.Error, KeyError, TypeError, ValueError):
         return False
 

@@ -48,8 +48,8 @@ class Exits:
     def wait(self, timeout: float) -> list[str]:
         """Sleep up to ``timeout`` seconds, less if a watched process exits: the keys of those
         that did (no longer watched: a key is watched again once its new process is given)."""
-        ready = self._poll.poll(max(0.0, timeout) * 1000)
-        fired = [key for key, (_, fd) in list(self._watched.items()) if any(fd == r for r, _ in ready)]
+        ready = {fd for fd, _ in self._poll.poll(max(0.0, timeout) * 1000)}
+        fired = [key for key, (_, fd) in self._watched.items() if fd in ready]
         for key in fired:
             self.forget(key)
         return fired

@@ -142,6 +142,9 @@ class LoginHost(Host):
     def read_many(self, requests, *, owner: str | None = None):
         return self._host().read_many(requests, owner=owner)
 
+    def read_later(self, path, offset: int, size: int, *, owner: str | None = None):
+        return self._host().read_later(path, offset, size, owner=owner)
+
     def write(self, path, data: bytes) -> None:
         self._host().write(path, data)
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from .._process import Result
 
 HostPath = str | os.PathLike
+READ_AHEAD_MIN = 64 << 10  # RangeReader reads ahead after a read this big (a chunk, not a header)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,14 @@ class Host(ABC):
                 out.append(None)
         return out
 
+    def read_later(self, path: HostPath, offset: int, size: int, *,
+                   owner: str | None = None) -> Callable[[], bytes]:
+        """``read``, asked for now and taken when the returned function is called (then raising
+        what ``read`` would). A remote host sends the request at once, so the bytes cross the
+        connection while the caller works on what it read before; here, where a read costs no
+        round trip, the read happens when they are taken."""
+        return partial(self.read, path, offset, size, owner=owner)
+
     def open_read(self, path: HostPath) -> "RangeReader":
         """A read-only file object (``seek``, ``tell``, ``read``) over ``read``, for parsers
         written against files; ``FileNotFoundError`` at once where there is no file."""
@@ -136,6 +146,10 @@ class OwnedFilesHost(Host):
     def read(self, path: HostPath, offset: int = 0, size: int = -1, *, owner: str | None = None) -> bytes:
         return self.host.read(path, offset, size, owner=self._owner(path))
 
+    def read_later(self, path: HostPath, offset: int, size: int, *,
+                   owner: str | None = None) -> Callable[[], bytes]:
+        return self.host.read_later(path, offset, size, owner=self._owner(path))
+
     def open_read(self, path: HostPath) -> "RangeReader":
         self.read(path, 0, 0)  # refused at once, not at the first read (a tail that seeks past nothing)
         return RangeReader(self, path)
@@ -157,10 +171,16 @@ class OwnedFilesHost(Host):
 
 class RangeReader:
     """A file object whose reads are ``Host.read`` calls: each read costs one round trip on
-    a remote host, so callers read in big pieces. Seeking from the end asks the size."""
+    a remote host, so callers read in big pieces. Seeking from the end asks the size.
+
+    A read of `READ_AHEAD_MIN` bytes or more that comes back whole asks for the same number
+    of bytes after it at once (``Host.read_later``): a caller that reads a file piece by piece
+    (the metrics reader's first poll) then decodes one piece while the next crosses the
+    connection, rather than waiting a round trip for each."""
 
     def __init__(self, host: Host, path: HostPath):
         self._host, self._path, self._pos = host, path, 0
+        self._ahead: tuple[int, int, Callable[[], bytes]] | None = None  # offset, size, take
         if host.stat(path) is None:
             raise FileNotFoundError(2, "No such file or directory", str(path))
 
@@ -181,8 +201,14 @@ class RangeReader:
         return self._pos
 
     def read(self, size: int = -1) -> bytes:
-        data = self._host.read(self._path, self._pos, size)
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[:2] == (self._pos, size):
+            data = ahead[2]()
+        else:
+            data = self._host.read(self._path, self._pos, size)
         self._pos += len(data)
+        if size >= READ_AHEAD_MIN and len(data) == size:
+            self._ahead = (self._pos, size, self._host.read_later(self._path, self._pos, size))
         return data
 
     def close(self) -> None:

@@ -26,7 +26,8 @@ import os
 import shlex
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .. import _process
@@ -57,7 +58,8 @@ class SSHHost(Host):
         self.control_path = control_dir / "%C"  # ssh's hash of host, port and user
         self._server = None  # the remote file server's ssh process, while it lives
         self._server_errors = None
-        self._lock = threading.Lock()  # one request at a time on the server's pipes
+        self._lock = threading.Lock()  # one writer and one reader at a time on the server's pipes
+        self._owed: deque[_Answer] = deque()  # requests sent whose answers are not read yet, in order
         # ssh keeps the first value it gets for an option: ours come before ~/.ssh/config's.
         self._common = [*(["-F", str(config_file)] if config_file else []),
                         "-o", f"ControlPath={self.control_path}", "-o", "StrictHostKeyChecking=yes",
@@ -122,16 +124,11 @@ class SSHHost(Host):
         request = json.dumps([op, os.fspath(path), arg, len(data)]).encode() + b"\n" + data
         again = op != "run" and not (op == "mkdirs" and not arg[0])
         with self._lock:
-            if self._server is not None and self._server.poll() is not None:
-                self._stop_server()  # it ended since the last call (its connection dropped)
             for attempt in (1, 2):
-                server = self._server or self._start_server()
                 try:
-                    server.stdin.write(request)
-                    server.stdin.flush()
-                    status, length = json.loads(server.stdout.readline() or b"null")
-                    payload = server.stdout.read(length)
-                    if len(payload) == length:
+                    answer = self._send(request)
+                    self._collect(answer)
+                    if answer.status is not None:
                         break
                 except (OSError, TypeError, ValueError):
                     pass
@@ -144,34 +141,49 @@ class SSHHost(Host):
                         error = "the connection closed" + (" before the answer: the command may have run"
                                                            if op == "run" else "")
                     raise HostUnreachable(argv, self.destination, error)
-        if status not in (OK, ENOENT, EEXIST, EACCES):
-            raise CommandError([op, os.fspath(path)], status, payload.decode(errors="replace"))
-        return status, payload
+        if answer.status not in (OK, ENOENT, EEXIST, EACCES):
+            raise CommandError([op, os.fspath(path)], answer.status, answer.payload.decode(errors="replace"))
+        return answer.status, answer.payload
+
+    def _send(self, request: bytes) -> _Answer:
+        """Write one request (under the lock), starting the server where none runs; its answer
+        comes after those of every request sent before it (`_collect`)."""
+        if self._server is not None and self._server.poll() is not None:
+            self._stop_server()  # it ended since the last call (its connection dropped)
+        server = self._server or self._start_server()
+        server.stdin.write(request)
+        server.stdin.flush()
+        answer = _Answer()
+        self._owed.append(answer)
+        return answer
+
+    def _collect(self, answer: _Answer) -> None:
+        """Read answers, in the order their requests went, up to `answer` (under the lock).
+        Those of requests nobody waits for any more (a read ahead that was not taken) are
+        read and dropped here, so the stream stays in step."""
+        while answer.status is None and self._owed:
+            first = self._owed.popleft()
+            status, length = json.loads(self._server.stdout.readline() or b"null")
+            payload = self._server.stdout.read(length)
+            if len(payload) != length:
+                raise OSError("answer cut short")
+            first.status, first.payload = status, payload
 
     def _pipelined_reads(self, requests: Sequence[tuple[HostPath, int, int]],
                          owner: str | None = None) -> list[tuple[int, bytes]] | None:
         """The reads written back to back, then their answers read in order: one round trip
         for all. None where the connection failed meanwhile (the caller reads one by one)."""
-        batch = b"".join(json.dumps(["read", os.fspath(path), [offset, size, owner], 0]).encode() + b"\n"
-                         for path, offset, size in requests)
         with self._lock:
-            if self._server is not None and self._server.poll() is not None:
-                self._stop_server()
-            server = self._server or self._start_server()
             try:
-                server.stdin.write(batch)
-                server.stdin.flush()
-                answers = []
-                for _ in requests:
-                    status, length = json.loads(server.stdout.readline() or b"null")
-                    payload = server.stdout.read(length)
-                    if len(payload) != length:
-                        raise OSError("answer cut short")
-                    answers.append((status, payload))
-                return answers
+                answers = [self._send(json.dumps(["read", os.fspath(path), [offset, size, owner], 0]).encode()
+                                      + b"\n") for path, offset, size in requests]
+                self._collect(answers[-1])
+                if answers[-1].status is not None:
+                    return [(a.status, a.payload) for a in answers]
             except (OSError, TypeError, ValueError):
-                self._stop_server()
-                return None
+                pass
+            self._stop_server()
+            return None
 
     def _start_server(self):
         self._server_errors = tempfile.TemporaryFile()
@@ -181,8 +193,10 @@ class SSHHost(Host):
         return self._server
 
     def _stop_server(self) -> str:
-        """End the server's ssh process; returns what it wrote to stderr."""
+        """End the server's ssh process; returns what it wrote to stderr. Answers it still owed
+        stay unanswered (`status` None): their requests go again over a new connection."""
         server, errors, self._server, self._server_errors = self._server, self._server_errors, None, None
+        self._owed.clear()
         if server is None:
             return ""
         for pipe in (server.stdin, server.stdout):
@@ -211,12 +225,32 @@ class SSHHost(Host):
         return None if found is None else [DirEntry(*entry) for entry in found]
 
     def read(self, path: HostPath, offset: int = 0, size: int = -1, *, owner: str | None = None) -> bytes:
-        status, data = self._op("read", path, [offset, size, owner])
-        if status == ENOENT:
-            raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
-        if status == EACCES:
-            raise PermissionError(13, data.decode(errors="replace"), os.fspath(path))
-        return data
+        return _read_result(path, *self._op("read", path, [offset, size, owner]))
+
+    def read_later(self, path: HostPath, offset: int, size: int, *,
+                   owner: str | None = None) -> Callable[[], bytes]:
+        """The request goes now; its answer is read when the bytes are taken, meanwhile crossing
+        the connection while the caller decodes what it read before. Where the connection
+        dropped in between, taking them reads again over a new one."""
+        with self._lock:
+            try:
+                answer = self._send(json.dumps(["read", os.fspath(path), [offset, size, owner], 0]).encode() + b"\n")
+            except (OSError, TypeError, ValueError):
+                self._stop_server()
+                answer = _Answer()
+
+        def take() -> bytes:
+            with self._lock:
+                try:
+                    self._collect(answer)
+                except (OSError, TypeError, ValueError):
+                    self._stop_server()
+            if answer.status is None:
+                return self.read(path, offset, size, owner=owner)
+            if answer.status not in (OK, ENOENT, EACCES):
+                raise CommandError(["read", os.fspath(path)], answer.status, answer.payload.decode(errors="replace"))
+            return _read_result(path, answer.status, answer.payload)
+        return take
 
     def read_many(self, requests: Sequence[tuple[HostPath, int, int]], *,
                   owner: str | None = None) -> list[bytes | None]:
@@ -242,3 +276,22 @@ class SSHHost(Host):
 
     def remove_tree(self, path: HostPath) -> None:
         self._op("rmtree", path)
+
+
+class _Answer:
+    """The server's answer to one request, once read: `status` None until then, and for good
+    where the connection dropped first."""
+
+    __slots__ = ("status", "payload")
+
+    def __init__(self):
+        self.status: int | None = None
+        self.payload = b""
+
+
+def _read_result(path: HostPath, status: int, data: bytes) -> bytes:
+    if status == ENOENT:
+        raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    if status == EACCES:
+        raise PermissionError(13, data.decode(errors="replace"), os.fspath(path))
+    return data

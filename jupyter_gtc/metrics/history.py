@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
 
 from .progress import TOTAL_STEPS_TAG, ProgressSummary
-from .scalar import Scalar
+from .scalar import Scalar, from_rows
 
 # (array typecode, bytes) per column: step, wall_time, value, key of (tag, run).
 COLUMNS = (("q", 8), ("d", 8), ("d", 8), ("I", 4))
@@ -91,7 +91,7 @@ class ScalarHistory:
         with self._lock:
             steps, walls, values, keys = self._columns(start, stop)
             tags, runs = self._tags, self._runs
-        return list(map(Scalar, map(tags.__getitem__, keys), steps, walls, values, map(runs.__getitem__, keys)))
+        return from_rows(zip(map(tags.__getitem__, keys), steps, walls, values, map(runs.__getitem__, keys)))
 
     def summary_upto(self, stop: int) -> ProgressSummary:
         """The progress summary of rows [0, stop) or, where a later call got further, of

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import asdict
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
@@ -135,7 +134,7 @@ class JobMetricsHandler(GtcHandler):
 def scalar_json(scalar) -> dict[str, Any]:
     """A ``Scalar`` as JSON; NaN and infinities (a diverged loss) become null: JSON has no
     such numbers, and the browser's ``JSON.parse`` refuses Python's ``NaN``."""
-    out = asdict(scalar)
+    out = scalar._asdict()
     if not math.isfinite(out["value"]):
         out["value"] = None
     return out

@@ -139,3 +139,36 @@ def test_many_reads_share_one_round_trip_per_batch_and_survive_a_drop(sshd, ssh_
     assert rounds == [READ_BATCH, 6]
     ssh_host._stop_server()  # as a dropped connection does: the next call opens a new one
     assert ssh_host.read_many([(files[0], 0, -1)]) == [b"0\n"]
+
+
+def test_a_file_read_in_pieces_asks_for_the_next_piece_ahead_and_the_answers_stay_in_step(ssh_host, tmp_path):
+    """Each whole piece read asks for the next one at once (it crosses the connection while
+    the caller decodes this one). A piece asked for and never taken, other requests between,
+    a seek elsewhere, a file that grows meanwhile, a dropped connection: every answer still
+    goes to its own request."""
+    import os
+
+    from jupyter_gtc.hosts.base import READ_AHEAD_MIN
+
+    piece = READ_AHEAD_MIN
+    data = os.urandom(4 * piece + 123)
+    path = tmp_path / "events"
+    path.write_bytes(data)
+    with ssh_host.open_read(path) as f:
+        assert f.read(piece) == data[:piece]
+        assert len(ssh_host._owed) == 1                   # the second piece, asked for already
+        assert ssh_host.stat(path).size == len(data)      # its answer came first, and was kept
+        assert f.read(piece) == data[piece:2 * piece]
+        with open(path, "ab") as grown:
+            grown.write(b"more")
+        f.seek(3 * piece)                                 # the third piece is never taken
+        assert f.read(piece) == data[3 * piece:4 * piece]
+        assert f.read(piece) == data[4 * piece:] + b"more"
+        assert f.read(piece) == b""
+    assert ssh_host.read(path, 0, 10) == data[:10]
+    with ssh_host.open_read(path) as f:
+        assert f.read(piece) == data[:piece]
+        ssh_host._stop_server()                           # as a dropped connection does
+        assert f.read(piece) == data[piece:2 * piece]     # asked again over a new one
+    assert ssh_host.read(path, 5, 5) == data[5:10]        # past the third piece, never taken
+    assert not ssh_host._owed

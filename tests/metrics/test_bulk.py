@@ -175,6 +175,27 @@ def test_pages_of_any_size_give_each_scalar_once_in_the_same_order_on_both_paths
         assert sorted(got) == sorted(whole), f"bulk={bulk}"
 
 
+def test_a_cycle_of_tags_of_one_size_is_read_as_tensorboard_reads_it_however_it_breaks(tmp_path):
+    """Ten tags of one length make records of one size, yet a cycle of ten records (the bulk
+    path's common case: it compares whole cycles byte for byte but for the numbers); a tag of
+    the same length now and then breaks the cycle, and steps cross 16384, where their varint
+    grows a byte. Every scalar comes once, as TensorBoard's own loader reads it, in pages of
+    any size, on both paths."""
+    tags = [f"train/metric_{i}" for i in range(10)]
+    pts = []
+    for step in [*range(16000, 16700)]:
+        pts += [(tag, step, step * 0.25 + i) for i, tag in enumerate(tags)]
+        if step % 37 == 0:
+            pts.append(("train/metric_x", step, -1.0))
+    write_torch(tmp_path, pts)
+    expected = tensorboard_loader(tmp_path)
+    assert len(expected) == len(pts)
+    for bulk in (True, False):
+        for limit in (None, 7, 1000):
+            got, _ = read(tmp_path, bulk, limit)
+            assert sorted(got) == sorted(expected), (bulk, limit)
+
+
 def one_file(log_dir):
     return event_file(log_dir)  # the torch simple_value run: the bulk path's common case
 

@@ -292,10 +292,9 @@ class EndpointService:
             if front.stopping:
                 return
             job, new = self._start_replica(launch)
-            if front.stopping:
+            if not front.add(new):  # undeployed meanwhile: its list of jobs did not have this one
                 self._end_jobs([job])
                 return
-            front.add(new)
             launch.loads = []
             self._record_replicas(front, launch, ref)
         elif count > low and now - launch.busy_at >= SCALE_DOWN_IDLE and now - launch.scaled_at >= SCALE_DOWN_IDLE:
@@ -322,10 +321,9 @@ class EndpointService:
             if front.stopping:
                 return
             job, new = self._start_replica(launch)
-            if front.stopping:  # undeployed meanwhile: its list of jobs did not have this one
+            if not front.replace(replica, new):  # undeployed meanwhile: its list of jobs did not have this one
                 self._end_jobs([job])
                 return
-            front.replace(replica, new)
             if launch.site is not None:
                 launch.site.release(replica.job)
             self._record_replicas(front, launch, ref)

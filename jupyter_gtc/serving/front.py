@@ -112,7 +112,8 @@ class Front(GuardedServer):
         return self
 
     def stop(self) -> None:
-        self._stop.set()
+        with self._lock:  # after this, `add` and `replace` refuse: `replicas` is final for the undeploy
+            self._stop.set()
         self.shutdown()
         self.server_close()
         with self._lock:
@@ -137,21 +138,30 @@ class Front(GuardedServer):
             chosen.outstanding += 1
             return chosen, ""
 
-    def replace(self, old: Replica, new: Replica) -> None:
-        """``new`` takes ``old``'s place (its job ended); requests it holds finish or fail as they will."""
+    def replace(self, old: Replica, new: Replica) -> bool:
+        """``new`` takes ``old``'s place (its job ended); requests it holds finish or fail as they will.
+        False where the front is stopping: ``new``'s job is the caller's to end (an undeploy has
+        taken its list of jobs already)."""
         with self._lock:
+            if self._stop.is_set():
+                return False
             self.replicas = [new if r is old else r for r in self.replicas]
         for connection in old._idle:
             connection.close()
+        return True
 
     def load(self) -> float:
         """Requests outstanding per replica (all of them, healthy or starting)."""
         with self._lock:
             return sum(r.outstanding for r in self.replicas) / max(1, len(self.replicas))
 
-    def add(self, replica: Replica) -> None:
+    def add(self, replica: Replica) -> bool:
+        """False where the front is stopping (see `replace`)."""
         with self._lock:
+            if self._stop.is_set():
+                return False
             self.replicas = [*self.replicas, replica]
+        return True
 
     def remove_idle(self) -> Replica | None:
         """The newest replica holding no request, taken out of rotation (its job is the caller's to end)."""

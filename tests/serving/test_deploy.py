@@ -253,7 +253,11 @@ def test_replicas_follow_the_load_between_min_and_max(cluster, tmp_path, monkeyp
     def wait_until(predicate):
         deadline = time.monotonic() + 120
         while not predicate():
-            assert time.monotonic() < deadline, [(r, api.get_job(r["job"], CLUSTER).state) for r in ep.replicas]
+            if time.monotonic() > deadline:  # what Slurm says of each replica's job and each node
+                jobs = [(r, api.get_job(r["job"], CLUSTER)) for r in ep.replicas]
+                nodes = api.get_cluster(CLUSTER).nodes
+                raise AssertionError([(r, job.state, job.reason) for r, job in jobs]
+                                     + [(n.name, n.state, n.flags, n.reason) for n in nodes])
             time.sleep(0.1)
 
     (folder / "hold").touch()  # every request waits in the replica: a full replica, 100% utilised

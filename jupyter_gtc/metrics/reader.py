@@ -23,7 +23,9 @@ files in `CHUNK_SIZE` pieces, and consumes at most `page_bytes` of records (even
 no scalars, such as images, cost bytes but yield nothing). A first read of a big log dir
 is therefore a series of pages: `caught_up` says whether the last call read everything
 there was, and `pages()` reads until it did, for a caller that hands each page on and
-drops it.
+drops it. The pages after the first go on through the files the first one's walk found (over
+SSH a folder's stat is a round trip); a file made meanwhile is found by the walk of the call
+after the catch-up.
 
 On NFS, what a poll sees is as fresh as the client's attribute cache allows (``actimeo``).
 """
@@ -122,6 +124,7 @@ class MetricsReader:
         self._files: dict[str, _EventFile] = {}   # relative path -> read position
         self._decoders: dict[str, EventDecoder] = {}  # run -> decoder (knows its tags)
         self._last_full_walk = float("-inf")
+        self._catching_up: list[str] | None = None  # the walk's files while a catch-up goes on page after page
         self._lock = threading.Lock()
 
     @property
@@ -146,7 +149,9 @@ class MetricsReader:
             out: list[Scalar] = []
             budget = None if limit is None else _Budget(max(limit, 1), max(self.page_bytes, 1))
             with _gc_paused():
-                for rel in self._walk(stats):
+                # A catch-up's next page goes on through the files the first page found.
+                files = self._catching_up if self._catching_up is not None else self._walk(stats)
+                for rel in files:
                     if not self._read_file(rel, stats, out, budget):
                         stats.caught_up = False  # the page is full: the rest waits
                         break
@@ -157,6 +162,7 @@ class MetricsReader:
             stats.seconds = time.perf_counter() - started
             self.corrupt_records += stats.corrupt_records
             self.caught_up = stats.caught_up
+            self._catching_up = None if stats.caught_up or limit is None else files
             self.last_poll = stats
             return out
 

@@ -130,3 +130,23 @@ def test_a_jobs_feed_catches_up_a_page_at_a_time_for_subscribers_and_the_cursor(
     for check in (early, late, cursor):
         assert check.bad == [] and check.next_step == done
     assert since == total
+
+
+def test_a_catch_up_walks_the_log_dir_once_and_a_run_made_meanwhile_comes_after(tmp_path):
+    """A first read of a big log dir is many pages: the later ones go on through the files the
+    first one found, without looking at the folders again (over SSH each look is a round
+    trip). A run that appears during the catch-up is read by the next poll, each point once."""
+    for run in ("a", "b"):
+        write_torch(tmp_path / run, points(1500))
+    reader = MetricsReader(tmp_path)
+    got = reader.read_new(limit=1000)
+    assert reader.last_poll.dirs_listed == 3 and not reader.caught_up
+    write_torch(tmp_path / "c", points(10))
+    while not reader.caught_up:
+        got += reader.read_new(limit=1000)
+        assert reader.last_poll.dirs_listed == reader.last_poll.dirs_statted == 0
+    assert {s.run for s in got} == {"a", "b"}
+    got += reader.read_new(limit=1000)  # a poll: the walk again, which finds the new run
+    assert reader.last_poll.dirs_listed >= 1
+    assert sorted((s.run, s.tag, s.step) for s in got) == sorted(
+        (run, tag, step) for run, n in (("a", 1500), ("b", 1500), ("c", 10)) for tag, step, _ in points(n))

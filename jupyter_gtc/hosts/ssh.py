@@ -175,7 +175,8 @@ class SSHHost(Host):
         for all. None where the connection failed meanwhile (the caller reads one by one)."""
         with self._lock:
             try:
-                answers = [self._send(_read_request(path, offset, size, owner)) for path, offset, size in requests]
+                answers = [self._send(json.dumps(["read", os.fspath(path), [offset, size, owner], 0]).encode()
+                                      + b"\n") for path, offset, size in requests]
                 self._collect(answers[-1])
                 if answers[-1].status is not None:
                     return [(a.status, a.payload) for a in answers]
@@ -233,7 +234,7 @@ class SSHHost(Host):
         dropped in between, taking them reads again over a new one."""
         with self._lock:
             try:
-                answer = self._send(_read_request(path, offset, size, owner))
+                answer = self._send(json.dumps(["read", os.fspath(path), [offset, size, owner], 0]).encode() + b"\n")
             except (OSError, TypeError, ValueError):
                 self._stop_server()
                 answer = _Answer()
@@ -246,6 +247,8 @@ class SSHHost(Host):
                     self._stop_server()
             if answer.status is None:
                 return self.read(path, offset, size, owner=owner)
+            if answer.status not in (OK, ENOENT, EACCES):
+                raise CommandError(["read", os.fspath(path)], answer.status, answer.payload.decode(errors="replace"))
             return _read_result(path, answer.status, answer.payload)
         return take
 
@@ -259,10 +262,9 @@ class SSHHost(Host):
                 out += super().read_many(chunk, owner=owner)
                 continue
             for (status, payload), (path, _, _) in zip(answers, chunk):
-                try:
-                    out.append(_read_result(path, status, payload))
-                except (FileNotFoundError, PermissionError):
-                    out.append(None)
+                if status not in (OK, ENOENT, EACCES):
+                    raise CommandError(["read", os.fspath(path)], status, payload.decode(errors="replace"))
+                out.append(payload if status == OK else None)
         return out
 
     def write(self, path: HostPath, data: bytes) -> None:
@@ -287,15 +289,7 @@ class _Answer:
         self.payload = b""
 
 
-def _read_request(path: HostPath, offset: int, size: int, owner: str | None) -> bytes:
-    """A read's request line (it sends no data)."""
-    return json.dumps(["read", os.fspath(path), [offset, size, owner], 0]).encode() + b"\n"
-
-
 def _read_result(path: HostPath, status: int, data: bytes) -> bytes:
-    """A read's answer as ``read`` gives it: the bytes, or the error its status says."""
-    if status not in (OK, ENOENT, EACCES):
-        raise CommandError(["read", os.fspath(path)], status, data.decode(errors="replace"))
     if status == ENOENT:
         raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
     if status == EACCES:

@@ -242,7 +242,9 @@ def decode(buf: bytes, a: np.ndarray, frames: Frames, decoder: EventDecoder, out
     more = varint >= 0x80
     fast &= ~more.all(axis=1)
     size = more.argmin(axis=1) + 1
-    step = _varints(varint, size, int(size[fast].max()) if fast.any() else 0)
+    step = np.zeros(count, dtype=np.uint64)
+    for k in range(int(size[fast].max()) if fast.any() else 0):
+        step |= np.where(k < size, (varint[:, k] & 0x7F).astype(np.uint64) << np.uint64(7 * k), 0)
     end = data + lengths
     q = data + 10 + size                                   # 5: summary, to the end of the event
     fast &= a[q] == 0x2A
@@ -322,15 +324,6 @@ def decode(buf: bytes, a: np.ndarray, frames: Frames, decoder: EventDecoder, out
     return _merge(buf, frames, slow, made, decoder, out, limit, cut)
 
 
-def _varints(window: np.ndarray, sizes: np.ndarray, longest: int) -> np.ndarray:
-    """The varints whose bytes start each row of `window` (its last axis), each `sizes` bytes
-    long (broadcast against the other axes), read up to `longest` bytes."""
-    value = np.zeros(window.shape[:-1], dtype=np.uint64)
-    for k in range(longest):
-        value |= np.where(k < sizes, (window[..., k] & 0x7F).astype(np.uint64) << np.uint64(7 * k), 0)
-    return value
-
-
 def _length_to(a: np.ndarray, at: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where the payload of the length varints (1 or 2 bytes) at `at` starts, and whether
     it runs exactly to `end`."""
@@ -369,21 +362,17 @@ def _tags(buf: bytes, a: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
     cache = decoder._tag_cache
     names = []
     for start, length in zip(starts[first].tolist(), lengths[first].tolist()):
-        names.append(_tag_name(cache, buf[start:start + length]))
+        raw = buf[start:start + length]
+        name = cache.get(raw)
+        if name is None:
+            try:
+                name = cache[raw] = raw.decode()
+            except UnicodeDecodeError:
+                pass
+        names.append(name)
     table = np.empty(len(names), dtype=object)
     table[:] = names
     return table[inverse].tolist()
-
-
-def _tag_name(cache: dict[bytes, str], raw: bytes) -> str | None:
-    """The tag `raw` spells, decoded once per distinct tag (`cache`); None where it is not UTF-8."""
-    name = cache.get(raw)
-    if name is None:
-        try:
-            name = cache[raw] = raw.decode()
-        except UnicodeDecodeError:
-            return None
-    return name
 
 
 def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -434,7 +423,6 @@ def _decode_cycles(buf: bytes, a: np.ndarray, frames: Frames, first: int, most: 
     room = min(frames.end, len(buf)) - start     # bytes of complete records from `start`
     layouts: list[tuple[int, int, int]] = []     # (Event start, step size, value start) from `start`
     tags: list[str] = []
-    first_raw = b""                              # the first record's tag, as bytes
     cache = decoder._tag_cache
     total = 0
     for record in range(first, first + min(MAX_CYCLE + 1, most)):
@@ -444,8 +432,8 @@ def _decode_cycles(buf: bytes, a: np.ndarray, frames: Frames, first: int, most: 
         if layout is None:
             return 0, 0
         step_size, tag_start, tag_end = layout
-        raw = buf[tag_start:tag_end]
-        if layouts and raw == first_raw and step_size == layouts[0][1] and length == int(frames.lengths[first]):
+        if layouts and tag_end - tag_start == len(tags[0]) and layout[0] == layouts[0][1] \
+                and length == int(frames.lengths[first]) and buf[tag_start:tag_end] == tags[0].encode():
             # This record looks like the first one: maybe a cycle of the records before it.
             # Proven if the next cycle's bytes are the first's but for the numbers.
             varying = _varying(layouts, total)
@@ -453,11 +441,13 @@ def _decode_cycles(buf: bytes, a: np.ndarray, frames: Frames, first: int, most: 
                 break
         if len(layouts) == MAX_CYCLE:
             return 0, 0
-        tag = _tag_name(cache, raw)
+        raw = buf[tag_start:tag_end]
+        tag = cache.get(raw)
         if tag is None:
-            return 0, 0
-        if not layouts:
-            first_raw = raw
+            try:
+                tag = cache[raw] = raw.decode()
+            except UnicodeDecodeError:
+                return 0, 0
         layouts.append((data, step_size, tag_end + 1 - start))
         tags.append(tag)
         total = data + length + FOOTER_SIZE
@@ -491,7 +481,9 @@ def _decode_cycles(buf: bytes, a: np.ndarray, frames: Frames, first: int, most: 
         if len(differs):
             alike = int(np.searchsorted(record_starts, differs[0], side="right")) - 1
         varint, cycle_starts = varint[:cycles], cycle_starts[:cycles]
-    step = _varints(varint, step_sizes, int(step_sizes.max()))
+    step = np.zeros(varint.shape[:2], dtype=np.uint64)
+    for k in range(int(step_sizes.max())):
+        step |= np.where(within[:, k], (varint[:, :, k] & 0x7F).astype(np.uint64) << np.uint64(7 * k), 0)
     walls = _gather(a, np.add.outer(cycle_starts, datas + 1).ravel(), 8, "<f8")
     value_ats = np.array([value_at for _, _, value_at in layouts])
     values = _gather(a, np.add.outer(cycle_starts, value_ats).ravel(), 4, "<f4").astype(np.float64)
